@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make run` (the scenario suite on the CPU
+# tier, writing the HTML report) and `make test` (the harness's own tests).
+PY ?= python3.11
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+PYTEST := $(VPY) -m pytest
+TIER ?= cpu
+RUN_ARGS ?=
+TEST_ARGS ?=
+
+.PHONY: setup models run test diff bench
+
+setup:
+	$(PY) -m harness.venv_setup
+
+# Tiny offline models for the CPU tier (cached; a no-op when current).
+models: setup
+	$(VPY) -m fixtures.tiny_models build gemma4
+	$(VPY) -m fixtures.tiny_models build gemma3n
+
+run: setup models
+	$(PYTEST) scenarios --tier $(TIER) --stress $(RUN_ARGS)
+
+test: setup
+	$(PYTEST) tests $(TEST_ARGS)
+
+# make diff OLD=reports/run-A/results.json NEW=reports/run-B/results.json
+diff: setup
+	$(VPY) -m harness report diff $(OLD) $(NEW)
+
+bench: setup
+	for b in benchmarks/bench_*.py; do $(VPY) $$b || exit 1; done

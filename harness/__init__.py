@@ -1,0 +1,1 @@
+"""mmharness: a regression and stress harness for multimodal serving engines."""

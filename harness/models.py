@@ -1,0 +1,95 @@
+"""The model matrix (models.toml): which models a tier runs, and how.
+
+Validation is strict and happens at collection, before any engine starts:
+a typo in the matrix must never turn into a half-run nightly.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FILE = ROOT / "models.toml"
+TIERS = ("cpu", "gpu")
+MODALITIES = frozenset({"text", "image", "audio", "video"})
+REQUIRED = ("name", "model", "modalities", "engine_args")
+OPTIONAL = ("env", "gated", "notes")
+TINY_PREFIX = "tiny:"
+
+
+class ModelMatrixError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    tier: str
+    name: str
+    model: str
+    modalities: frozenset[str]
+    engine_args: dict = field(hash=False)
+    env: dict = field(default_factory=dict, hash=False)
+    gated: bool = False
+    notes: str = ""
+
+    @property
+    def tiny_arch(self) -> str | None:
+        """The fixture arch for a tiny offline build, None for a hub id."""
+        return self.model[len(TINY_PREFIX):] if self.model.startswith(TINY_PREFIX) else None
+
+    def has(self, modality: str) -> bool:
+        return modality in self.modalities
+
+
+def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
+    label = f"{where}: [[{tier}]] entry {i + 1} ({raw.get('name', 'unnamed')})"
+    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise ModelMatrixError(f"{label}: unknown field(s) {sorted(unknown)}; "
+                               f"allowed: {list(REQUIRED + OPTIONAL)}")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise ModelMatrixError(f"{label}: missing required field(s) {missing}")
+    mods = raw["modalities"]
+    if not isinstance(mods, list) or not mods or set(mods) - MODALITIES:
+        raise ModelMatrixError(f"{label}: modalities must be a non-empty list from "
+                               f"{sorted(MODALITIES)}, got {mods!r}")
+    for key in ("engine_args", "env"):
+        if key in raw and not isinstance(raw[key], dict):
+            raise ModelMatrixError(f"{label}: {key} must be a table")
+    if not isinstance(raw["name"], str) or not isinstance(raw["model"], str):
+        raise ModelMatrixError(f"{label}: name and model must be strings")
+    return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
+                      modalities=frozenset(mods), engine_args=dict(raw["engine_args"]),
+                      env={k: str(v) for k, v in raw.get("env", {}).items()},
+                      gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")))
+
+
+def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:
+    path = Path(path or DEFAULT_FILE)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ModelMatrixError(f"model matrix not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ModelMatrixError(f"{path}: not valid TOML: {e}") from None
+    unknown = set(data) - set(TIERS)
+    if unknown:
+        raise ModelMatrixError(f"{path}: unknown tier(s) {sorted(unknown)}; known: {list(TIERS)}")
+    matrix = {}
+    for tier in TIERS:
+        entries = [_entry(tier, i, raw, path) for i, raw in enumerate(data.get(tier, []))]
+        names = [e.name for e in entries]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ModelMatrixError(f"{path}: duplicate name(s) in tier {tier}: {sorted(dupes)}")
+        matrix[tier] = entries
+    return matrix
+
+
+def models_for(tier: str, path: str | Path | None = None, modality: str | None = None) -> list[ModelEntry]:
+    if tier not in TIERS:
+        raise ModelMatrixError(f"unknown tier {tier!r}; known: {list(TIERS)}")
+    entries = load_matrix(path)[tier]
+    return [e for e in entries if modality is None or e.has(modality)]

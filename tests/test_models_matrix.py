@@ -1,0 +1,52 @@
+"""The model matrix: what each tier lists, and clear errors for bad entries."""
+import pytest
+
+from harness.models import ModelMatrixError, load_matrix, models_for
+
+GOOD = """
+[[cpu]]
+name = "a"
+model = "tiny:gemma4"
+modalities = ["text", "audio"]
+[cpu.engine_args]
+dtype = "bfloat16"
+"""
+
+
+def test_shipped_matrix_lists_the_tiers():
+    m = load_matrix()
+    assert {e.tiny_arch for e in m["cpu"]} == {"gemma4", "gemma3n"}
+    gpu = {e.model for e in m["gpu"]}
+    assert {"google/gemma-3n-E2B-it", "google/gemma-4-E2B-it"} <= gpu
+    assert any("AWQ" in e.model and "26B" in e.model for e in m["gpu"])
+    assert all(e.engine_args for e in m["gpu"])
+
+
+def test_modality_filter(tmp_path):
+    p = tmp_path / "m.toml"
+    p.write_text(GOOD)
+    assert [e.name for e in models_for("cpu", p, "audio")] == ["a"]
+    assert models_for("cpu", p, "video") == []
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (GOOD.replace('name = "a"', 'name = "a"\nflavour = 1'), "unknown field(s) ['flavour']"),
+    (GOOD.replace('model = "tiny:gemma4"\n', ""), "missing required field(s) ['model']"),
+    (GOOD.replace('["text", "audio"]', '["smell"]'), "modalities must be"),
+    (GOOD.replace("[[cpu]]", "[[tpu]]").replace("[cpu.", "[tpu."), "unknown tier(s) ['tpu']"),
+    (GOOD + GOOD, "duplicate name"),
+    ("[[cpu]\n", "not valid TOML"),
+])
+def test_bad_entries_are_clear_errors(tmp_path, text, fragment):
+    p = tmp_path / "m.toml"
+    p.write_text(text)
+    with pytest.raises(ModelMatrixError) as e:
+        load_matrix(p)
+    assert fragment in str(e.value)
+
+
+def test_unknown_tier_and_missing_file(tmp_path):
+    with pytest.raises(ModelMatrixError, match="unknown tier"):
+        models_for("tpu")
+    with pytest.raises(ModelMatrixError, match="not found"):
+        load_matrix(tmp_path / "nope.toml")
