@@ -1,0 +1,86 @@
+"""The record one check leaves behind, and how it is turned into JSON."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.verdicts import Verdict
+
+# A record's fields, in the order a reader of results.json meets them.
+@dataclasses.dataclass
+class CheckRecord:
+    id: str
+    family: str = ""
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tier: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    verdict: str | None = None
+    cause: str | None = None
+    message: str = ""
+    divergence: Any = None
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Engine output is untrusted text: the report escapes it wherever it goes.
+    outputs: Any = None
+    durations: dict[str, float] = dataclasses.field(default_factory=dict)
+    # Bytes at peak, keyed by device or process ("cuda:0", "engine-rss").
+    peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Card budget in bytes for the series that have one, drawn on the plot.
+    memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)
+    timeline_path: str | None = None
+    log_path: str | None = None
+    # Filled by the store, not by the check: a downsampled copy of the
+    # timeline and, for failures, the log tail and plot, so results.json is
+    # readable on its own after the run directory has been copied elsewhere.
+    memory_timeline: dict[str, Any] | None = None
+    log_tail: str | None = None
+    plot_path: str | None = None
+    known_issue: dict[str, Any] | None = None
+    known_issue_fixed: dict[str, Any] | None = None
+    worker: str = "main"
+    started: str | None = None
+    finished: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: json_safe(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "CheckRecord":
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            raise ValueError("a record must be a JSON object with a string 'id'")
+        known = {f.name for f in dataclasses.fields(cls)}
+        # Fields from a newer harness are kept out rather than failing the read.
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def is_failure(self) -> bool:
+        """Fails the run: a failed check or a harness error, known issues apart."""
+        return self.verdict in (Verdict.FAIL.value, Verdict.ERROR.value)
+
+
+def json_safe(value: Any) -> Any:
+    """Turn parameter values and evidence into plain JSON without losing the
+    reader's sense of what they were (enums by value, paths as text, NaN as
+    a string, anything else by its repr)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, enum.Enum):
+        return json_safe(value.value)
+    if isinstance(value, (Path, os.PathLike)):
+        return os.fspath(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe(dataclasses.asdict(value))
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return json_safe(value.tolist())
+    return repr(value)

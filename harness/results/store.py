@@ -1,0 +1,111 @@
+"""Append-only record files, one per xdist worker, and the run directory
+layout around them.
+
+Each record is one line written with a single write() and fsynced before
+the check's next step, so a run killed at any moment keeps every record
+that was written before the kill. Reading never rewrites these files: a
+line that cannot be read is reported with its file and line number, and
+the lines around it are kept.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.results.record import CheckRecord, json_safe
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLayout:
+    """Where everything of one run lives."""
+    run_dir: Path
+
+    @property
+    def records_dir(self) -> Path:
+        return self.run_dir / "records"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.run_dir / "plots"
+
+    @property
+    def results_json(self) -> Path:
+        return self.run_dir / "results.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.run_dir / "report.html"
+
+    def records_file(self, worker: str) -> Path:
+        return self.records_dir / f"{worker}.jsonl"
+
+    def metadata_file(self, worker: str) -> Path:
+        return self.records_dir / f"{worker}.meta.json"
+
+
+class RecordWriter:
+    """Appends records for one worker. The file is opened on the first
+    record, so a session that checks nothing leaves no run directory."""
+
+    def __init__(self, layout: RunLayout, worker: str):
+        self.path = layout.records_file(worker)
+        self._fd: int | None = None
+
+    def append(self, record: CheckRecord) -> None:
+        line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+        if self._fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = line.encode("utf-8")
+        written = os.write(self._fd, data)
+        while written < len(data):  # a short write is legal; finish the line
+            written += os.write(self._fd, data[written:])
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclasses.dataclass
+class ReadResult:
+    records: list[CheckRecord]
+    # "path:line: what is wrong", one per line that was not read.
+    problems: list[str]
+
+
+def read_records(paths: Iterable[Path]) -> ReadResult:
+    records: list[CheckRecord] = []
+    problems: list[str] = []
+    for path in paths:
+        raw = path.read_bytes()
+        lines = raw.split(b"\n")
+        # split() leaves "" after a final newline; anything else there is a
+        # line whose writer was killed before it finished.
+        tail = lines.pop()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(CheckRecord.from_json(json.loads(line)))
+            except (ValueError, TypeError) as exc:
+                problems.append(f"{path}:{number}: unreadable record ({exc})")
+        if tail.strip():
+            problems.append(f"{path}:{len(lines) + 1}: unfinished record "
+                            f"({len(tail)} bytes, no newline): its writer was killed mid-write")
+    return ReadResult(records, problems)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(json_safe(data), f, ensure_ascii=False, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
