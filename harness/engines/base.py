@@ -1,0 +1,101 @@
+"""What all engine drivers share: sampling, log windows, crash verdicts, liveness."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.engines.causes import classify, engine_message, signal_name
+from harness.engines.procs import log_tail
+from harness.engines.results import Completion, EngineCrashed, Result
+from harness.verdicts import Cause, CheckFailure
+
+# How long a dying engine gets to finish writing its traceback to the log.
+LOG_SETTLE_S = 0.5
+ALIVE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Greedy by default, fixed length (EOS ignored) so outputs are comparable."""
+    max_tokens: int = 16
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    logprobs: int = 5
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LogWindow:
+    """A scenario's slice of a (possibly shared) engine's log and time."""
+    offset: int
+    started: float
+
+
+class Engine:
+    kind = "abstract"
+
+    def __init__(self, name: str, log_path: Path | None, request_timeout: float):
+        self.name = name
+        self.log_path = log_path
+        self.request_timeout = request_timeout
+        self.crashed: EngineCrashed | None = None
+        self.ready = False
+        self.identity: dict = {}
+
+    # --- driving -----------------------------------------------------------
+    def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling(),
+             lora: dict | None = None) -> list[Result]:
+        """Send all conversations together; one result per conversation, in order."""
+        raise NotImplementedError
+
+    def close(self) -> list[int]:
+        """Tear down; returns pids that survived (must be empty)."""
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- per-scenario slices ---------------------------------------------
+    def mark(self) -> LogWindow:
+        size = self.log_path.stat().st_size if self.log_path and self.log_path.exists() else 0
+        return LogWindow(offset=size, started=time.time())
+
+    def log_since(self, window: LogWindow) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(window.offset)
+            return f.read().decode("utf-8", "replace")
+
+    # --- death -------------------------------------------------------------
+    def _crash(self, returncode: int | None, what: str) -> EngineCrashed:
+        time.sleep(LOG_SETTLE_S)
+        lines = log_tail(self.log_path, 200) if self.log_path else []
+        crash = EngineCrashed(
+            cause=classify(returncode, lines, started=self.ready),
+            exit_code=returncode if returncode is not None and returncode >= 0 else None,
+            signal=signal_name(returncode), log_tail=lines,
+            detail=" ".join(filter(None, [f"{what} died.", engine_message(lines)])))
+        self.crashed = crash
+        return crash
+
+    def assert_alive(self) -> Completion:
+        """Surviving is a check: the engine is up and answers a trivial request."""
+        if self.crashed:
+            raise CheckFailure(self.crashed.cause, f"engine is dead: {self.crashed.detail}",
+                               evidence={"crash": self.crashed.to_dict() | {"log_tail": self.crashed.log_tail[-40:]}})
+        results = self.chat([[{"role": "user", "content": "ping"}]], Sampling(max_tokens=2))
+        r = results[0]
+        if isinstance(r, Completion) and r.token_ids:
+            return r
+        cause = getattr(r, "cause", None) or (Cause.HTTP_5XX if getattr(r, "status", 0) and r.status >= 500
+                                              else Cause.ENGINE_DEAD)
+        raise CheckFailure(cause, f"engine did not answer a trivial request: {r}",
+                           evidence={"result": r.to_dict()})

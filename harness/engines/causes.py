@@ -1,0 +1,74 @@
+"""Classify why an engine died, from its exit status and its log."""
+from __future__ import annotations
+
+import re
+import signal as _signal
+
+OOM_PATTERNS = (
+    "OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory",
+    "Cannot allocate memory", "std::bad_alloc", "MemoryError",
+    "No available memory for the cache blocks",
+)
+ILLEGAL_PATTERNS = ("Illegal instruction", "SIGILL")
+# Exceptions that only say "the engine is gone"; the root cause is elsewhere.
+WRAPPER_EXCEPTIONS = ("EngineDeadError", "EngineGenerateError", "KeyboardInterrupt",
+                      "SystemExit", "BrokenPipeError", "ConnectionResetError", "EOFError")
+DEAD_PATTERNS = ("EngineDeadError", "died unexpectedly", "Engine core proc",
+                 "EngineCore encountered an issue", "core engine process")
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
+# vLLM prefixes lines with "(EngineCore pid=123) ERROR 04-18 14:25:37 [core.py:1108] ".
+_PREFIX = re.compile(r"^(?:\(\w+(?: pid=\d+)?\)\s+)?(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")
+
+
+def signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return _signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _strip(line: str) -> str:
+    return _PREFIX.sub("", line.rstrip())
+
+
+def root_exception(lines: list[str]) -> tuple[str, str] | None:
+    """The last non-wrapper exception ('Type', 'message') that ended a traceback."""
+    found = None
+    in_tb = False
+    for raw in lines:
+        line = _strip(raw)
+        if line.startswith("Traceback (most recent call last)"):
+            in_tb = True
+            continue
+        if in_tb and not line.startswith((" ", "\t")) and line:
+            m = _EXC_LINE.match(line)
+            if m and m.group(1) not in WRAPPER_EXCEPTIONS:
+                found = (m.group(1), (m.group(2) or "").strip())
+            if m:
+                in_tb = False
+    return found
+
+
+def classify(returncode: int | None, log_lines: list[str], *, started: bool = True) -> str:
+    """One of: oom, illegal-instruction, startup-failed (never became ready),
+    python-exception: T: msg (the root exception in the log), engine-dead."""
+    text = "\n".join(log_lines)
+    sig = signal_name(returncode)
+    if any(p in text for p in OOM_PATTERNS):
+        return "oom"
+    if sig == "SIGILL" or any(p in text for p in ILLEGAL_PATTERNS):
+        return "illegal-instruction"
+    if not started:
+        return "startup-failed"
+    exc = root_exception(log_lines)
+    if exc:
+        return f"python-exception: {exc[0]}: {exc[1]}"[:300]
+    return "engine-dead"
+
+
+def engine_message(log_lines: list[str]) -> str:
+    """The engine's own words for what went wrong: its root exception, if any."""
+    exc = root_exception(log_lines)
+    return f"{exc[0]}: {exc[1]}" if exc else ""

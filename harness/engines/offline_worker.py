@@ -1,0 +1,61 @@
+"""The offline engine's worker: vllm.LLM in a process the harness owns.
+
+Runs under the engine's interpreter as a script (stdlib + vllm only; it does
+not import the harness). Protocol over a multiprocessing connection:
+  harness → {"op": "chat", "conversations": [...], "sampling": {...}}
+  worker  → {"ok": [output, ...]} or {"error": Type, "message": str, "dead": bool}
+One "chat" op is exactly one LLM.chat call, so a batch reaches the engine in
+one generate.
+usage: offline_worker.py ADDRESS AUTHKEY_HEX MODEL ENGINE_ARGS_JSON
+"""
+import json
+import sys
+import traceback
+from multiprocessing.connection import Client
+
+
+def _outputs(results, call_no):
+    outs = []
+    for r in results:
+        o = r.outputs[0]
+        lps = [{int(t): float(lp.logprob) for t, lp in pos.items()} for pos in (o.logprobs or [])]
+        outs.append({"text": o.text, "token_ids": list(o.token_ids), "logprobs": lps,
+                     "prompt_token_count": len(r.prompt_token_ids or []),
+                     "finish_reason": o.finish_reason, "batch_call": call_no,
+                     "batch_size": len(results)})
+    return outs
+
+
+def main():
+    address, authkey, model, engine_args = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+    conn = Client(address, authkey=authkey)
+    from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
+
+    llm = LLM(model=model, **engine_args)
+    sched = llm.llm_engine.vllm_config.scheduler_config
+    conn.send({"ready": True, "max_num_seqs": sched.max_num_seqs,
+               "max_num_batched_tokens": sched.max_num_batched_tokens})
+    calls = 0
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg.get("op") == "stop":
+            return
+        try:
+            lora = msg.get("lora")
+            lora_req = LoRARequest(lora["name"], lora["id"], lora["path"]) if lora else None
+            results = llm.chat(msg["conversations"], SamplingParams(**msg["sampling"]),
+                               use_tqdm=False, lora_request=lora_req)
+            calls += 1
+            conn.send({"ok": _outputs(results, calls)})
+        except Exception as e:  # reported to the harness, which decides what it means
+            traceback.print_exc()
+            dead = type(e).__name__ in ("EngineDeadError", "EngineGenerateError")
+            conn.send({"error": type(e).__name__, "message": str(e)[:2000], "dead": dead})
+
+
+if __name__ == "__main__":
+    main()

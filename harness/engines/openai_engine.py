@@ -1,0 +1,100 @@
+"""Requests to an OpenAI-compatible server, fired together, each bounded.
+
+Shared by ServerEngine (a server the harness started) and RemoteEngine (one
+it did not). Subclasses say how to tell that the engine died.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import openai
+
+from harness.engines.base import Engine, Sampling
+from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
+
+
+def _token_id(token: str) -> int | None:
+    # With return_tokens_as_token_ids, vLLM renders tokens as "token_id:123".
+    if token.startswith("token_id:"):
+        return int(token.split(":", 1)[1])
+    return None
+
+
+class OpenAIEngine(Engine):
+    base_url: str = ""
+    api_key: str = "EMPTY"
+    served_model: str = ""
+
+    def _client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key=self.api_key,
+                             timeout=self.request_timeout, max_retries=0)
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/health", timeout=timeout) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def _death(self) -> EngineCrashed | None:
+        """A crash verdict once the engine is known dead, else None."""
+        raise NotImplementedError
+
+    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event) -> Result:
+        go.wait()
+        try:
+            resp = client.chat.completions.create(
+                model=model, messages=conv, max_tokens=sampling.max_tokens,
+                temperature=sampling.temperature, seed=sampling.seed,
+                logprobs=sampling.logprobs > 0, top_logprobs=sampling.logprobs or None,
+                extra_body={"ignore_eos": sampling.ignore_eos, "return_token_ids": True,
+                            "return_tokens_as_token_ids": True})
+        except openai.APIStatusError as e:
+            return Rejected(status=e.status_code, message=str(e.message)[:2000])
+        except openai.APITimeoutError:
+            return RequestTimedOut(self.request_timeout)
+        except openai.APIConnectionError as e:
+            return self._death() or EngineCrashed(cause="engine-dead",
+                                                  detail=f"connection failed: {e}")
+        choice = resp.choices[0]
+        content = (choice.logprobs.content or []) if choice.logprobs else []
+        logprobs = [{_token_id(t.token): t.logprob for t in c.top_logprobs if _token_id(t.token) is not None}
+                    for c in content]
+        token_ids = list(getattr(choice, "token_ids", None) or
+                         [i for c in content if (i := _token_id(c.token)) is not None])
+        return Completion(text=choice.message.content or "", token_ids=token_ids, logprobs=logprobs,
+                          prompt_token_count=resp.usage.prompt_tokens if resp.usage else None,
+                          finish_reason=choice.finish_reason)
+
+    def chat(self, conversations, sampling: Sampling = Sampling(), lora: dict | None = None) -> list[Result]:
+        n = len(conversations)
+        if self.crashed:
+            return [self.crashed] * n
+        model = lora["name"] if lora else self.served_model
+        client = self._client()
+        go = threading.Event()
+        results: list[Result | None] = [None] * n
+        pool = ThreadPoolExecutor(max_workers=n)
+        futures = {pool.submit(self._one, client, c, sampling, model, go): i
+                   for i, c in enumerate(conversations)}
+        go.set()  # all threads are waiting: release them together so the server batches
+        deadline = time.monotonic() + self.request_timeout + 5
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.05)
+            for f in done:
+                results[futures[f]] = f.result()
+            if pending and (crash := self._death()):
+                for f in pending:
+                    results[futures[f]] = crash
+                pending = set()
+            elif pending and time.monotonic() > deadline:
+                for f in pending:
+                    results[futures[f]] = RequestTimedOut(self.request_timeout)
+                pending = set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        return results

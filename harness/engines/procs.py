@@ -1,0 +1,194 @@
+"""Engine processes: launch in their own group, watch, and tear down for sure.
+
+Three layers keep an engine from outliving the harness:
+  1. teardown: SIGTERM to the group, SIGKILL after a bound, then verify;
+  2. a reaper process per engine that kills the group when the harness dies;
+  3. a pidfile per engine, so the next run reaps what a crashed run left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+PIDFILE_DIR = Path(os.environ.get("MMHARNESS_RUNTIME", ROOT / ".cache" / "engines"))
+REAPER = Path(__file__).with_name("reaper.py")
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid and _alive(p):
+                out.append(p)
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+    return out
+
+
+@dataclass
+class EngineProcess:
+    popen: subprocess.Popen
+    log_path: Path
+    pidfile: Path
+    reaper: subprocess.Popen
+    # Every descendant ever seen: teardown also kills ones that left the group.
+    seen: dict[int, psutil.Process] = field(default_factory=dict)
+    # Descendants whose death means the engine is dead (set once it is ready).
+    vital: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def refresh_children(self) -> list[psutil.Process]:
+        try:
+            kids = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        for k in kids:
+            self.seen.setdefault(k.pid, k)
+        return kids
+
+    def mark_vital(self) -> None:
+        """Call when ready: from now on, any of these processes dying is a crash."""
+        self.vital = {self.pid: "engine"}
+        for k in self.refresh_children():
+            try:
+                self.vital[k.pid] = k.name()
+            except psutil.NoSuchProcess:
+                continue
+
+    def death(self) -> tuple[int | None, str] | None:
+        """None while alive; else (returncode of the leader or None, what died)."""
+        rc = self.popen.poll()
+        if rc is not None:
+            return rc, "engine process"
+        for pid, name in self.vital.items():
+            if pid == self.pid:
+                continue
+            p = self.seen.get(pid)
+            if p is None or not _alive(p):
+                return None, f"{name} (pid {pid})"
+        return None
+
+    def terminate(self, grace: float = 10.0, kill_wait: float = 10.0) -> list[int]:
+        """Stop the whole tree. Returns pids that survived (should be empty)."""
+        self.refresh_children()
+        pgid = self.pid
+        _killpg(pgid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and (group_members(pgid) or self._seen_alive()):
+            time.sleep(0.1)
+        _killpg(pgid, signal.SIGKILL)
+        for p in self._seen_alive():
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        try:
+            self.popen.wait(timeout=kill_wait)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + kill_wait
+        while time.monotonic() < deadline and (group_members(pgid) or self._seen_alive()):
+            time.sleep(0.1)
+        survivors = sorted({p.pid for p in group_members(pgid)} | {p.pid for p in self._seen_alive()})
+        self._release_reaper()
+        if not survivors:
+            self.pidfile.unlink(missing_ok=True)
+        return survivors
+
+    def _seen_alive(self) -> list[psutil.Process]:
+        return [p for p in self.seen.values() if _alive(p)]
+
+    def _release_reaper(self) -> None:
+        try:
+            self.reaper.stdin.close()
+            self.reaper.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.reaper.kill()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None) -> EngineProcess:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab", buffering=0) as log:
+        popen = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+    reaper = subprocess.Popen([sys.executable, str(REAPER), str(popen.pid)],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    PIDFILE_DIR.mkdir(parents=True, exist_ok=True)
+    pidfile = PIDFILE_DIR / f"{popen.pid}.json"
+    pidfile.write_text(json.dumps({
+        "pgid": popen.pid, "harness_pid": os.getpid(),
+        "harness_started": psutil.Process().create_time(),
+        "engine_started": _create_time(popen.pid), "cmd": cmd[:6], "log": str(log_path)}))
+    return EngineProcess(popen=popen, log_path=log_path, pidfile=pidfile, reaper=reaper)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return None
+
+
+def reap_stale() -> list[int]:
+    """Kill engine groups whose harness is gone. Returns the pgids reaped."""
+    reaped = []
+    for f in sorted(PIDFILE_DIR.glob("*.json")) if PIDFILE_DIR.is_dir() else []:
+        try:
+            info = json.loads(f.read_text())
+        except (OSError, ValueError):
+            f.unlink(missing_ok=True)
+            continue
+        harness_alive = _create_time(info["harness_pid"]) == info["harness_started"]
+        if harness_alive:
+            continue
+        members = group_members(info["pgid"])
+        if members:
+            _killpg(info["pgid"], signal.SIGKILL)
+            reaped.append(info["pgid"])
+        f.unlink(missing_ok=True)
+    return reaped
+
+
+def log_tail(path: Path, lines: int = 200, start: int = 0) -> list[str]:
+    """The last `lines` lines of the log written at or after byte `start`."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            begin = max(start, size - 512 * 1024)
+            f.seek(begin)
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-lines:]

@@ -1,0 +1,81 @@
+"""What every engine driver returns for one request."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Completion:
+    """A successful generation."""
+    text: str
+    token_ids: list[int]
+    # Per generated position: {token_id: logprob} of the top-k candidates.
+    logprobs: list[dict[int, float]] = field(default_factory=list)
+    prompt_token_count: int | None = None
+    finish_reason: str | None = None
+    # Offline only: which generate call served it, and how many prompts it had.
+    batch_call: int | None = None
+    batch_size: int | None = None
+
+    ok = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Rejected:
+    """The engine refused the request: an HTTP error from a server (a 4xx is a
+    verdict about the input, a 5xx a failure), or an offline input error
+    (status None)."""
+    status: int | None
+    message: str
+
+    ok = False
+
+    @property
+    def is_client_error(self) -> bool:
+        return self.status is None or 400 <= self.status < 500
+
+    def to_dict(self) -> dict:
+        return {"rejected": self.status, "message": self.message}
+
+
+@dataclass
+class EngineCrashed:
+    """The engine (or one of its processes) died while the request was pending."""
+    cause: str
+    exit_code: int | None = None
+    signal: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+    detail: str = ""
+
+    ok = False
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"crashed": True}
+
+
+@dataclass
+class RequestTimedOut:
+    """No answer within the request bound, while the engine still looked alive."""
+    seconds: float
+
+    ok = False
+    cause = "timeout"
+
+    def to_dict(self) -> dict:
+        return {"timeout_s": self.seconds}
+
+
+Result = Completion | Rejected | EngineCrashed | RequestTimedOut
+
+
+class EngineStartupFailed(RuntimeError):
+    """The engine never became ready. Carries the same evidence as a crash."""
+
+    def __init__(self, crash: EngineCrashed):
+        self.crash = crash
+        tail = "\n".join(crash.log_tail[-30:])
+        super().__init__(f"engine start-up failed ({crash.cause}; exit={crash.exit_code}, "
+                         f"signal={crash.signal}): {crash.detail}\n{tail}")

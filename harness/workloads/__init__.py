@@ -1,0 +1,1 @@
+"""Workload builders: what a scenario sends (chat messages with media, adapters)."""

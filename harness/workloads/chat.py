@@ -1,0 +1,53 @@
+"""OpenAI chat content parts for media, the same for offline and server engines.
+
+Both drivers take OpenAI-style conversations, so a clip's solo output from
+the offline engine and from the server come from the same prompt.
+"""
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import soundfile as sf
+
+
+def wav_bytes(samples: np.ndarray, sample_rate: int) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, samples, sample_rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def audio_part(data: bytes, fmt: str = "wav") -> dict:
+    """An `input_audio` part carrying encoded audio bytes (possibly hostile)."""
+    return {"type": "input_audio",
+            "input_audio": {"data": base64.b64encode(data).decode(), "format": fmt}}
+
+
+def audio_url_part(data: bytes, mime: str) -> dict:
+    """An `audio_url` data URL: lets a scenario lie about the mime type."""
+    return {"type": "audio_url",
+            "audio_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"}}
+
+
+def image_part(png_or_jpeg: bytes, mime: str = "image/png") -> dict:
+    return {"type": "image_url",
+            "image_url": {"url": f"data:{mime};base64,{base64.b64encode(png_or_jpeg).decode()}"}}
+
+
+def video_part(frames: np.ndarray, quality: int = 90) -> dict:
+    """Frames (T, H, W, 3) uint8 as vLLM's `video/jpeg` data URL: JPEG frames, comma-joined."""
+    from PIL import Image
+
+    encoded = []
+    for frame in frames:
+        buf = io.BytesIO()
+        Image.fromarray(frame).save(buf, format="JPEG", quality=quality)
+        encoded.append(base64.b64encode(buf.getvalue()).decode())
+    return {"type": "video_url", "video_url": {"url": "data:video/jpeg;base64," + ",".join(encoded)}}
+
+
+def user(*parts: dict | str) -> list[dict]:
+    """One user turn: strings become text parts."""
+    content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
+    return [{"role": "user", "content": content}]
