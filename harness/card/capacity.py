@@ -1,0 +1,64 @@
+"""Does the engine's peak device memory fit the emulated card?
+
+The peak comes from NVML's per-process figures for the engine's processes.
+Where those are unusable (container PID namespaces, drivers that give no
+per-process bytes) it falls back to device used minus ballast minus
+baseline, and the figure says which way it was obtained and why.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from harness.samplers.base import SamplerResult
+from harness.samplers.nvml import NO_FIGURE, PID_MISMATCH, engine_key, used_key
+from harness.verdicts import Cause, CheckFailure
+
+from .profiles import GiB, CardProfile
+
+PER_PROCESS = "nvml-per-process"
+DEVICE_ARITHMETIC = "device-used-minus-ballast-minus-baseline"
+
+
+@dataclass(frozen=True)
+class EnginePeak:
+    device: int
+    bytes: int
+    method: str
+    note: str = ""
+
+
+def engine_peak(result: SamplerResult, device: int, *, baseline_used: int,
+                ballast_bytes: int) -> EnginePeak:
+    """The engine's peak on one device from an NvmlSampler record.
+
+    baseline_used: device used before the ballast started.
+    ballast_bytes: device used with the ballast ready, minus baseline_used
+    (its tensors and its CUDA context).
+    """
+    counts = result.meta.get("attribution", {}).get(f"gpu{device}", {})
+    unusable = {s: n for s, n in counts.items() if s in (PID_MISMATCH, NO_FIGURE) and n}
+    peaks = result.peak
+    if engine_key(device) in peaks and not unusable:
+        return EnginePeak(device, peaks[engine_key(device)], PER_PROCESS)
+    if used_key(device) not in peaks:
+        raise ValueError(f"the record has no samples of gpu{device}")
+    why = (f"NVML per-process figures unusable ({unusable})" if unusable
+           else "no NVML per-process figure for the engine")
+    return EnginePeak(device, peaks[used_key(device)] - ballast_bytes - baseline_used,
+                      DEVICE_ARITHMETIC, f"{why}; peak = device used peak {peaks[used_key(device)]} "
+                      f"- ballast {ballast_bytes} - baseline {baseline_used}")
+
+
+def check_within_capacity(profile: CardProfile, peak: EnginePeak, *,
+                          scenarios: Sequence[str] = ()) -> None:
+    """Raise CheckFailure(OVER_BUDGET) if the engine's peak exceeds the card."""
+    if peak.bytes <= profile.capacity_bytes:
+        return
+    raise CheckFailure(
+        Cause.OVER_BUDGET,
+        f"engine peak {peak.bytes / GiB:.2f} GiB on gpu{peak.device} exceeds {profile.id} capacity "
+        f"{profile.capacity_bytes / GiB:.0f} GiB ({peak.method})",
+        evidence={"card": profile.id, "capacity_bytes": profile.capacity_bytes,
+                  "over_by_bytes": peak.bytes - profile.capacity_bytes,
+                  "scenarios": list(scenarios), **asdict(peak)})

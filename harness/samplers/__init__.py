@@ -1,0 +1,12 @@
+"""Memory samplers (one interface, a host and an NVML backend) and the leak
+check at engine teardown."""
+from .base import DEFAULT_RATE_HZ, Sampler, SamplerResult, SamplerUnavailable
+from .host import ENGINE_RSS, HostSampler
+from .nvml import NvmlSampler, NvmlSession, engine_key, nvml_unavailable_reason, used_key
+from .process_tree import ProcessTree, SeenProcess
+
+__all__ = [
+    "DEFAULT_RATE_HZ", "ENGINE_RSS", "HostSampler", "NvmlSampler", "NvmlSession", "ProcessTree",
+    "Sampler", "SamplerResult", "SamplerUnavailable", "SeenProcess", "engine_key",
+    "nvml_unavailable_reason", "used_key",
+]

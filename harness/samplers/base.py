@@ -1,0 +1,320 @@
+"""The sampler interface: a background thread that reads memory figures at a
+fixed rate, and the record it leaves (timeline, peaks, marks, achieved rate).
+
+A backend implements `_read()` (one tick: {key: bytes}) and may implement
+`_refresh()` (slow bookkeeping such as re-walking a process tree, called at
+most every `refresh_interval_s`). Keys name what a value measures, e.g.
+"engine_rss" or "gpu0.used"; a key missing from a tick means "not known at
+that moment", never zero.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from dataclasses import dataclass, field
+from typing import Iterator
+
+DEFAULT_RATE_HZ = 100.0
+
+# Stored in a series where the key had no value at that tick.
+_ABSENT = -1
+
+
+class SamplerUnavailable(RuntimeError):
+    """The backend cannot run on this machine; str(exc) is the reason."""
+
+
+class _Series:
+    """Columnar storage: one float array of times and one int array per key,
+    so an hour at 100 Hz costs megabytes, not a dict per tick."""
+
+    def __init__(self) -> None:
+        self.times = array("d")
+        self.values: dict[str, array] = {}
+
+    def append(self, t: float, reading: dict[str, int]) -> None:
+        n = len(self.times)
+        self.times.append(t)
+        for key in reading.keys() - self.values.keys():
+            self.values[key] = array("q", [_ABSENT]) * n
+        for key, column in self.values.items():
+            column.append(int(reading.get(key, _ABSENT)))
+
+    def copy(self) -> "_Series":
+        other = _Series()
+        other.times = array("d", self.times)
+        other.values = {k: array("q", v) for k, v in self.values.items()}
+        return other
+
+
+@dataclass
+class SamplerResult:
+    """What one sampling run recorded. Times are `time.monotonic()` seconds,
+    the same clock `Sampler.mark` and `Sampler.now` return."""
+
+    sampler: str
+    rate_hz: float
+    started: float
+    stopped: float
+    started_unix: float
+    cpu_seconds: float
+    ticks: int
+    marks: list[tuple[float, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    _series: _Series = field(default_factory=_Series, repr=False)
+
+    @property
+    def duration_s(self) -> float:
+        return max(self.stopped - self.started, 0.0)
+
+    @property
+    def achieved_hz(self) -> float:
+        return self.ticks / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def cpu_fraction(self) -> float:
+        """CPU time the sampling thread used, as a fraction of one core."""
+        return self.cpu_seconds / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def keys(self) -> list[str]:
+        return sorted(self._series.values)
+
+    def samples(self) -> Iterator[tuple[float, dict[str, int]]]:
+        for i, t in enumerate(self._series.times):
+            yield t, {k: col[i] for k, col in self._series.values.items() if col[i] != _ABSENT}
+
+    @property
+    def timeline(self) -> list[tuple[float, dict[str, int]]]:
+        return list(self.samples())
+
+    @property
+    def peak(self) -> dict[str, int]:
+        """Highest value per key over the run (keys never seen are absent)."""
+        peaks = {}
+        for key, column in self._series.values.items():
+            top = max(column, default=_ABSENT)
+            if top != _ABSENT:
+                peaks[key] = top
+        return peaks
+
+    def last(self) -> dict[str, int]:
+        """The most recent known value per key."""
+        out = {}
+        for key, column in self._series.values.items():
+            for value in reversed(column):
+                if value != _ABSENT:
+                    out[key] = value
+                    break
+        return out
+
+    def window(self, t0: float, t1: float) -> "SamplerResult":
+        """The samples taken in [t0, t1], as a result of their own (so
+        `.peak` is that window's peak); marks inside the window come along."""
+        times = self._series.times
+        idx = [i for i, t in enumerate(times) if t0 <= t <= t1]
+        sub = _Series()
+        sub.times = array("d", (times[i] for i in idx))
+        sub.values = {k: array("q", (col[i] for i in idx)) for k, col in self._series.values.items()}
+        return SamplerResult(
+            sampler=self.sampler, rate_hz=self.rate_hz,
+            started=max(t0, self.started), stopped=min(t1, self.stopped),
+            started_unix=self.started_unix + max(t0 - self.started, 0.0),
+            # CPU time is not tracked per window; scale it by the share of ticks.
+            cpu_seconds=self.cpu_seconds * len(idx) / self.ticks if self.ticks else 0.0,
+            ticks=len(idx),
+            marks=[(t, label) for t, label in self.marks if t0 <= t <= t1],
+            notes=list(self.notes), meta=dict(self.meta), _series=sub,
+        )
+
+    def between(self, start_label: str, end_label: str) -> "SamplerResult":
+        """The window from the first mark named start_label to the first
+        later mark named end_label."""
+        t0 = next((t for t, lab in self.marks if lab == start_label), None)
+        if t0 is None:
+            raise KeyError(f"no mark {start_label!r}; marks: {[lab for _, lab in self.marks]}")
+        t1 = next((t for t, lab in self.marks if lab == end_label and t >= t0), None)
+        if t1 is None:
+            raise KeyError(f"no mark {end_label!r} after {start_label!r}")
+        return self.window(t0, t1)
+
+    def to_dict(self, max_points: int | None = 2000) -> dict:
+        """JSON-safe record. The timeline is thinned to at most max_points by
+        keeping each bucket's maximum, so peaks survive the thinning."""
+        times = list(self._series.times)
+        series = {k: list(v) for k, v in self._series.values.items()}
+        if max_points and len(times) > max_points:
+            times, series = _thin(times, series, max_points)
+        return {
+            "sampler": self.sampler,
+            "rate_hz": self.rate_hz,
+            "achieved_hz": round(self.achieved_hz, 2),
+            "cpu_fraction": round(self.cpu_fraction, 5),
+            "started_unix": self.started_unix,
+            "duration_s": round(self.duration_s, 4),
+            "ticks": self.ticks,
+            "peak": self.peak,
+            "marks": [{"t": t - self.started, "label": label} for t, label in self.marks],
+            "notes": list(self.notes),
+            "meta": dict(self.meta),
+            "timeline": {
+                "t": [round(t - self.started, 4) for t in times],
+                "series": {k: [None if v == _ABSENT else v for v in col] for k, col in series.items()},
+            },
+        }
+
+
+def _thin(times: list[float], series: dict[str, list[int]], max_points: int):
+    step = -(-len(times) // max_points)  # ceiling division
+    out_t = [times[i] for i in range(0, len(times), step)]
+    out = {k: [max(col[i:i + step]) for i in range(0, len(col), step)] for k, col in series.items()}
+    return out_t, out
+
+
+class Sampler:
+    """Background sampling thread. Use:
+
+        sampler.start()
+        t0 = sampler.mark("begin test_x")
+        ...
+        t1 = sampler.mark("end test_x")
+        sampler.window(t0, t1).peak     # while still running (shared engine)
+        result = sampler.stop()
+    """
+
+    name = "sampler"
+
+    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, refresh_interval_s: float = 0.5):
+        if rate_hz <= 0:
+            raise ValueError(f"rate_hz must be positive, got {rate_hz}")
+        self.rate_hz = float(rate_hz)
+        self.refresh_interval_s = refresh_interval_s
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._series = _Series()
+        self._marks: list[tuple[float, str]] = []
+        self._notes: list[str] = []
+        self._meta: dict = {}
+        self._ticks = 0
+        self._cpu_seconds = 0.0
+        self._started = self._started_unix = 0.0
+        self._last_refresh = float("-inf")
+        self._error: BaseException | None = None
+
+    # -- backend hooks ----------------------------------------------------
+    def _open(self) -> None:
+        """Acquire what reading needs; raise SamplerUnavailable if impossible."""
+
+    def _close(self) -> None:
+        """Release what _open acquired."""
+
+    def _refresh(self) -> None:
+        """Slow bookkeeping, run at most every refresh_interval_s."""
+
+    def _read(self) -> dict[str, int]:
+        raise NotImplementedError
+
+    def note(self, text: str) -> None:
+        """Add a line to the record (once), e.g. why a figure is missing."""
+        if text not in self._notes:
+            self._notes.append(text)
+
+    # -- public API -------------------------------------------------------
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> "Sampler":
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name} already started")
+        self._open()
+        self._started, self._started_unix = time.monotonic(), time.time()
+        self._tick()  # a first sample before start() returns, so no window is empty
+        self._thread = threading.Thread(target=self._run, name=f"{self.name}-thread", daemon=True)
+        self._thread.start()
+        return self
+
+    def mark(self, label: str) -> float:
+        """Take a sample now and label its instant; returns that time, so a
+        window between two marks holds both marks' samples."""
+        with self._lock:
+            t = self._tick_locked()
+            self._marks.append((t, label))
+        return t
+
+    def window(self, t0: float, t1: float) -> SamplerResult:
+        """Samples in [t0, t1] so far, without stopping the sampler."""
+        return self.snapshot().window(t0, t1)
+
+    def snapshot(self) -> SamplerResult:
+        with self._lock:
+            return self._result(time.monotonic(), copy=True)
+
+    def stop(self) -> SamplerResult:
+        if self._thread is None:
+            raise RuntimeError(f"{self.name} was not started")
+        self._tick()  # a last sample at the moment of stopping
+        self._stop_event.set()
+        self._thread.join()
+        stopped = time.monotonic()
+        self._close()
+        if self._error is not None:
+            raise RuntimeError(f"{self.name} thread failed") from self._error
+        with self._lock:
+            return self._result(stopped, copy=False)
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.running:
+            self.stop()
+
+    # -- internals --------------------------------------------------------
+    def _result(self, stopped: float, copy: bool) -> SamplerResult:
+        return SamplerResult(
+            sampler=self.name, rate_hz=self.rate_hz, started=self._started, stopped=stopped,
+            started_unix=self._started_unix, cpu_seconds=self._cpu_seconds, ticks=self._ticks,
+            marks=list(self._marks), notes=list(self._notes), meta=dict(self._meta),
+            _series=self._series.copy() if copy else self._series,
+        )
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._tick_locked()
+
+    def _tick_locked(self) -> float:
+        now = time.monotonic()
+        if now - self._last_refresh >= self.refresh_interval_s:
+            self._refresh()
+            self._last_refresh = now
+        reading = self._read()
+        t = time.monotonic()
+        self._series.append(t, reading)
+        self._ticks += 1
+        return t
+
+    def _run(self) -> None:
+        period = 1.0 / self.rate_hz
+        cpu0 = time.thread_time()
+        deadline = time.monotonic()
+        try:
+            while True:
+                deadline += period
+                delay = deadline - time.monotonic()
+                if delay < 0:  # fell behind: skip missed ticks rather than burst
+                    deadline = time.monotonic()
+                    delay = 0
+                if self._stop_event.wait(delay):
+                    break
+                self._tick()
+                self._cpu_seconds = time.thread_time() - cpu0
+        except BaseException as exc:  # surfaced by stop()
+            self._error = exc

@@ -1,0 +1,179 @@
+"""Leak check at engine teardown: memory must come back to within a stated
+margin of the baseline taken before the engine started, within a bounded
+wait; on the host tier no process of the engine's tree may survive either.
+
+GPU tier baseline: device used bytes (NVML). Host tier baseline: the
+machine's available memory (psutil), which, unlike summed RSS, counts shared
+pages once and sees memory a dead process left behind (e.g. /dev/shm).
+
+A miss raises CheckFailure(Cause.LEAK) whose evidence holds the figures and
+the scenarios the engine served (several, for a shared engine).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import psutil
+
+from harness.verdicts import Cause, CheckFailure
+
+from .nvml import NvmlSession
+from .process_tree import SeenProcess
+
+MiB = 1 << 20
+DEFAULT_GPU_MARGIN = 256 * MiB
+DEFAULT_HOST_MARGIN = 512 * MiB
+DEFAULT_WAIT_S = 30.0
+
+
+@dataclass
+class Recovery:
+    """How far one figure was from its baseline when the wait ended.
+    `excess` is in the direction that means "memory still held"."""
+
+    what: str
+    baseline: int
+    final: int
+    excess: int
+    margin: int
+    waited_s: float
+
+    @property
+    def returned(self) -> bool:
+        return self.excess <= self.margin
+
+
+def excess_held(baseline: int, now: int, *, higher_is_held: bool) -> int:
+    """Bytes still held relative to baseline: for used memory a rise, for
+    available memory a fall."""
+    return now - baseline if higher_is_held else baseline - now
+
+
+def wait_for_recovery(what: str, read: Callable[[], int], baseline: int, margin: int, *,
+                      higher_is_held: bool, timeout_s: float = DEFAULT_WAIT_S,
+                      poll_s: float = 0.25) -> Recovery:
+    """Poll `read` until the excess is within margin or timeout_s passes."""
+    start = time.monotonic()
+    while True:
+        now = read()
+        excess = excess_held(baseline, now, higher_is_held=higher_is_held)
+        waited = time.monotonic() - start
+        if excess <= margin or waited >= timeout_s:
+            return Recovery(what, baseline, now, excess, margin, round(waited, 3))
+        time.sleep(poll_s)
+
+
+def surviving(processes: Iterable[SeenProcess]) -> list[SeenProcess]:
+    """Those processes still alive (same pid and same start time: a recycled
+    pid belongs to someone else and does not count)."""
+    alive = []
+    for p in processes:
+        try:
+            proc = psutil.Process(p.pid)
+            if abs(proc.create_time() - p.create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def wait_for_exit(processes: Sequence[SeenProcess], timeout_s: float, poll_s: float = 0.1
+                  ) -> list[SeenProcess]:
+    deadline = time.monotonic() + timeout_s
+    alive = surviving(processes)
+    while alive and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        alive = surviving(alive)
+    return alive
+
+
+@dataclass
+class LeakVerdict:
+    tier: str
+    scenarios: list[str]
+    recoveries: list[Recovery]
+    survivors: list[SeenProcess] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.survivors and all(r.returned for r in self.recoveries)
+
+    def evidence(self) -> dict:
+        return {
+            "tier": self.tier,
+            "scenarios": list(self.scenarios),
+            "recoveries": [asdict(r) for r in self.recoveries],
+            "survivors": [asdict(p) for p in self.survivors],
+        }
+
+    def raise_if_leaked(self) -> None:
+        if self.ok:
+            return
+        parts = [f"{r.what}: {r.excess / MiB:.1f} MiB over baseline after {r.waited_s:.1f}s "
+                 f"(margin {r.margin / MiB:.0f} MiB)" for r in self.recoveries if not r.returned]
+        parts += [f"process {p.pid} ({p.name}) survived teardown" for p in self.survivors]
+        served = ", ".join(self.scenarios) or "no scenario named"
+        raise CheckFailure(Cause.LEAK, f"engine teardown (served: {served}): " + "; ".join(parts),
+                           evidence=self.evidence())
+
+
+# -- host tier ------------------------------------------------------------
+
+def host_baseline() -> int:
+    """Available memory of the machine, to take before the engine starts."""
+    return psutil.virtual_memory().available
+
+
+def check_host_teardown(baseline_available: int, engine_processes: Iterable[SeenProcess], *,
+                        scenarios: Sequence[str] = (), margin_bytes: int = DEFAULT_HOST_MARGIN,
+                        timeout_s: float = DEFAULT_WAIT_S) -> LeakVerdict:
+    """After teardown: every process the engine's tree ever had is gone and
+    available memory is back within margin. Raises CheckFailure(LEAK)."""
+    start = time.monotonic()
+    survivors = wait_for_exit(list(engine_processes), timeout_s)
+    left = max(timeout_s - (time.monotonic() - start), 0.0)
+    recovery = wait_for_recovery("host available memory", host_baseline, baseline_available,
+                                 margin_bytes, higher_is_held=False, timeout_s=left)
+    verdict = LeakVerdict("host", list(scenarios), [recovery], survivors)
+    verdict.raise_if_leaked()
+    return verdict
+
+
+# -- GPU tier -------------------------------------------------------------
+
+def gpu_baseline(devices: Iterable[int], session: NvmlSession | None = None) -> dict[int, int]:
+    """Device used bytes per NVML index, to take before the engine starts."""
+    own = session is None
+    session = session or NvmlSession()
+    try:
+        return {i: session.memory(i).used for i in devices}
+    finally:
+        if own:
+            session.close()
+
+
+def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str] = (),
+                       engine_processes: Iterable[SeenProcess] = (),
+                       margin_bytes: int = DEFAULT_GPU_MARGIN, timeout_s: float = DEFAULT_WAIT_S,
+                       session: NvmlSession | None = None) -> LeakVerdict:
+    """After teardown: each device's used memory is back within margin of
+    its baseline, and no engine process survived. Raises CheckFailure(LEAK)."""
+    own = session is None
+    session = session or NvmlSession()
+    try:
+        start = time.monotonic()
+        survivors = wait_for_exit(list(engine_processes), timeout_s)
+        recoveries = []
+        for index, used in baseline_used.items():
+            left = max(timeout_s - (time.monotonic() - start), 0.0)
+            recoveries.append(wait_for_recovery(
+                f"gpu{index} used memory", lambda i=index: session.memory(i).used, used,
+                margin_bytes, higher_is_held=True, timeout_s=left))
+    finally:
+        if own:
+            session.close()
+    verdict = LeakVerdict("gpu", list(scenarios), recoveries, survivors)
+    verdict.raise_if_leaked()
+    return verdict
