@@ -12,6 +12,8 @@ from harness.verdicts import Cause, CheckFailure
 
 # How long a dying engine gets to finish writing its traceback to the log.
 LOG_SETTLE_S = 0.5
+# A dead engine gets no graceful shutdown: its survivors are killed at once.
+CRASH_GRACE_S = 0.2
 ALIVE_TIMEOUT_S = 60.0
 
 
@@ -52,8 +54,8 @@ class Engine:
         """Send all conversations together; one result per conversation, in order."""
         raise NotImplementedError
 
-    def close(self) -> list[int]:
-        """Tear down; returns pids that survived (must be empty)."""
+    def close(self, grace: float = 10.0) -> list[int]:
+        """Tear down (SIGTERM, SIGKILL after `grace`); returns pids that survived (must be empty)."""
         raise NotImplementedError
 
     def __enter__(self):

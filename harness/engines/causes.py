@@ -17,7 +17,7 @@ DEAD_PATTERNS = ("EngineDeadError", "died unexpectedly", "Engine core proc",
                  "EngineCore encountered an issue", "core engine process")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
 # vLLM prefixes lines with "(EngineCore pid=123) ERROR 04-18 14:25:37 [core.py:1108] ".
-_PREFIX = re.compile(r"^(?:\(\w+(?: pid=\d+)?\)\s+)?(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")
+_PREFIX = re.compile(r"^(?:\(\w+(?: pid=\d+)?\)\s)?(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")
 
 
 def signal_name(returncode: int | None) -> str | None:

@@ -9,7 +9,7 @@ import time
 from multiprocessing.connection import Listener
 from pathlib import Path
 
-from harness.engines.base import Engine, Sampling
+from harness.engines.base import CRASH_GRACE_S, Engine, Sampling
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.procs import EngineProcess, launch
 from harness.engines.results import (Completion, EngineStartupFailed, Rejected, RequestTimedOut,
@@ -65,7 +65,7 @@ class OfflineEngine(Engine):
                                                    " engine"))
             if isinstance(e, _TimedOut):
                 crash.cause = "timeout"
-            self.close()
+            self.close(grace=CRASH_GRACE_S)
             raise EngineStartupFailed(crash) from None
         finally:
             listener.close()
@@ -104,22 +104,22 @@ class OfflineEngine(Engine):
             reply = self._await(time.monotonic() + self.request_timeout)
         except _Died as e:
             crash = self._crash(e.returncode, e.what)
-            self.close()
+            self.close(grace=CRASH_GRACE_S)
             return [crash] * n
         except _TimedOut:
             self._crash(None, "no answer in time; engine")
             self.crashed.cause = "timeout"
-            self.close()
+            self.close(grace=CRASH_GRACE_S)
             return [RequestTimedOut(self.request_timeout)] * n
         if "ok" in reply:
             return [Completion(**o) for o in reply["ok"]]
         if reply.get("dead"):
             crash = self._crash(self.proc.popen.poll(), f"engine core ({reply['error']})")
-            self.close()
+            self.close(grace=CRASH_GRACE_S)
             return [crash] * n
         return [Rejected(status=None, message=f"{reply['error']}: {reply['message']}")] * n
 
-    def close(self) -> list[int]:
+    def close(self, grace: float = 10.0) -> list[int]:
         survivors: list[int] = []
         if self.proc is not None:
             if self._conn is not None and self.proc.popen.poll() is None and not self.crashed:
@@ -127,7 +127,7 @@ class OfflineEngine(Engine):
                     self._conn.send({"op": "stop"})
                 except OSError:
                     pass
-            survivors = self.proc.terminate()
+            survivors = self.proc.terminate(grace=grace)
             self.proc = None
         if self._conn is not None:
             self._conn.close()

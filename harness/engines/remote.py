@@ -52,6 +52,6 @@ class RemoteEngine(OpenAIEngine):
             self.crashed = result
         return result
 
-    def close(self) -> list[int]:
+    def close(self, grace: float = 10.0) -> list[int]:
         self.ready = False
         return []  # not ours to stop

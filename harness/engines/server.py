@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.base import CRASH_GRACE_S
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.procs import EngineProcess, launch, log_tail
 from harness.engines.results import EngineCrashed, EngineStartupFailed
@@ -97,7 +98,7 @@ class ServerEngine(OpenAIEngine):
                                     f"start-up timed out after {self.start_timeout:.0f} s; server")
                 if not death:
                     crash.cause = "timeout"
-                self.close()
+                self.close(grace=CRASH_GRACE_S)
                 raise EngineStartupFailed(crash)
             time.sleep(0.25)
         self.proc.mark_vital()
@@ -112,11 +113,11 @@ class ServerEngine(OpenAIEngine):
         if not death:
             return None
         crash = self._crash(*death)
-        self.close()
+        self.close(grace=CRASH_GRACE_S)
         return crash
 
-    def close(self) -> list[int]:
-        survivors = self.proc.terminate() if self.proc is not None else []
+    def close(self, grace: float = 10.0) -> list[int]:
+        survivors = self.proc.terminate(grace=grace) if self.proc is not None else []
         self.proc = None
         self.ready = False
         return survivors

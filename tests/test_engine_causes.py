@@ -1,0 +1,83 @@
+"""The cause classifier on log excerpts in vLLM's own format, one per cause."""
+from harness.engines.causes import classify, engine_message, root_exception, signal_name
+
+RAGGED_AUDIO = """\
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710] EngineCore encountered a fatal error.
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710] Traceback (most recent call last):
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710]   File "/vllm/v1/worker/gpu_model_runner.py", line 1168, in _execute_mm_encoder
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710]     curr_group_outputs = self.model.get_multimodal_embeddings(
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710]   File "/vllm/model_executor/models/gemma3n_mm.py", line 627, in get_multimodal_embeddings
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710]     audio_embeddings = self._process_audio_input(multimodal_input)
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710]   File "/vllm/model_executor/models/gemma3n_mm.py", line 580, in _process_audio_input
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710]     input_features = audio_input["input_features"].squeeze(1)
+(EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710] AttributeError: 'list' object has no attribute 'squeeze'
+ERROR 08-04 10:12:01 [async_llm.py:430] AsyncLLM output_handler failed.
+ERROR 08-04 10:12:01 [async_llm.py:430] Traceback (most recent call last):
+ERROR 08-04 10:12:01 [async_llm.py:430]   File "/vllm/v1/engine/async_llm.py", line 389, in output_handler
+ERROR 08-04 10:12:01 [async_llm.py:430]     outputs = await engine_core.get_output_async()
+ERROR 08-04 10:12:01 [async_llm.py:430] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+"""
+
+CUDA_OOM = """\
+(EngineCore_0 pid=272) ERROR 04-18 14:25:37 [core.py:1108] Traceback (most recent call last):
+(EngineCore_0 pid=272) ERROR 04-18 14:25:37 [core.py:1108]   File "/vllm/model_executor/models/gemma4.py", line 412, in _encode
+(EngineCore_0 pid=272) ERROR 04-18 14:25:37 [core.py:1108]     one_hot = F.one_hot(positions, num_classes=self.position_embedding_size)
+(EngineCore_0 pid=272) ERROR 04-18 14:25:37 [core.py:1108] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.88 GiB. GPU 0 has a total capacity of 22.05 GiB of which 1.02 GiB is free.
+"""
+
+SIGILL = """\
+INFO 11-30 03:40:01 [__init__.py:216] Automatically detected platform cpu.
+Fatal Python error: Illegal instruction
+
+Current thread 0x00007f (most recent call first):
+  File "/vllm/_custom_ops.py", line 88 in rms_norm
+"""
+
+ENGINE_KILLED = """\
+INFO 11-30 03:41:10 [core.py:90] Initializing a V1 LLM engine (v0.32.0)
+ERROR 11-30 03:42:00 [core_client.py:610] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.
+ERROR 11-30 03:42:00 [llm.py:1500] Traceback (most recent call last):
+ERROR 11-30 03:42:00 [llm.py:1500]   File "/vllm/v1/engine/llm_engine.py", line 250, in step
+ERROR 11-30 03:42:00 [llm.py:1500] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+"""
+
+BAD_MODEL = """\
+Traceback (most recent call last):
+  File "/vllm/transformers_utils/config.py", line 600, in get_config
+    raise ValueError(f"Invalid repository ID or local directory specified: '{model}'.")
+ValueError: Invalid repository ID or local directory specified: '/nonexistent/model'.
+"""
+
+
+def lines(text):
+    return text.splitlines()
+
+
+def test_ragged_audio_crash_names_the_root_exception_not_the_wrapper():
+    cause = classify(None, lines(RAGGED_AUDIO))
+    assert cause == "python-exception: AttributeError: 'list' object has no attribute 'squeeze'"
+
+
+def test_oom_wins_over_the_traceback():
+    assert classify(None, lines(CUDA_OOM)) == "oom"
+
+
+def test_illegal_instruction_from_log_and_from_signal():
+    assert classify(None, lines(SIGILL)) == "illegal-instruction"
+    assert classify(-4, ["nothing useful"]) == "illegal-instruction"
+    assert signal_name(-4) == "SIGILL"
+    assert signal_name(-9) == "SIGKILL"
+    assert signal_name(0) is None
+
+
+def test_killed_engine_core_is_engine_dead():
+    assert root_exception(lines(ENGINE_KILLED)) is None
+    assert classify(None, lines(ENGINE_KILLED)) == "engine-dead"
+    assert classify(-9, []) == "engine-dead"
+
+
+def test_startup_failure_keeps_the_engines_own_message():
+    assert classify(1, lines(BAD_MODEL), started=False) == "startup-failed"
+    assert "Invalid repository ID or local directory" in engine_message(lines(BAD_MODEL))
+    # OOM while loading is still OOM, not a generic start-up failure.
+    assert classify(1, lines(CUDA_OOM), started=False) == "oom"
