@@ -101,14 +101,10 @@ class SamplerResult:
         return peaks
 
     def last(self) -> dict[str, int]:
-        """The most recent known value per key."""
-        out = {}
-        for key, column in self._series.values.items():
-            for value in reversed(column):
-                if value != _ABSENT:
-                    out[key] = value
-                    break
-        return out
+        """The final sample's reading ({} if there is none)."""
+        if not self._series.times:
+            return {}
+        return {k: col[-1] for k, col in self._series.values.items() if col[-1] != _ABSENT}
 
     def window(self, t0: float, t1: float) -> "SamplerResult":
         """The samples taken in [t0, t1], as a result of their own (so
@@ -260,9 +256,13 @@ class Sampler:
     def stop(self) -> SamplerResult:
         if self._thread is None:
             raise RuntimeError(f"{self.name} was not started")
-        self._tick()  # a last sample at the moment of stopping
         self._stop_event.set()
         self._thread.join()
+        if self._error is None:
+            try:
+                self._tick()  # a last sample at the moment of stopping
+            except Exception as exc:
+                self._error = exc
         stopped = time.monotonic()
         self._close()
         if self._error is not None:

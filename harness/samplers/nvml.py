@@ -16,7 +16,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 from .base import DEFAULT_RATE_HZ, Sampler, SamplerUnavailable
 from .process_tree import ProcessTree
@@ -124,8 +124,7 @@ PID_MISMATCH = "pid-mismatch"           # processes listed, none ours: likely an
 NO_FIGURE = "no-per-process-figure"     # engine listed, but the driver gives no byte count
 
 
-@dataclass(frozen=True)
-class Attribution:
+class Attribution(NamedTuple):
     bytes: int | None
     status: str
 

@@ -1,0 +1,384 @@
+"""Samplers: a real child process whose RSS grows and shrinks by known
+amounts, the process tree, timeline/peak/window arithmetic, NVML's absence
+on this machine, and the leak check.
+
+Tests marked FAKE NVML feed a stand-in pynvml module to exercise only the
+arithmetic and PID-attribution logic; they say nothing about a real driver
+(tests/gpu/ does that on a GPU machine)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from array import array
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from harness.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, NvmlSession, Sampler,
+                              SamplerResult, SamplerUnavailable, engine_key,
+                              nvml_unavailable_reason, used_key)
+from harness.samplers.base import _Series
+from harness.samplers.leak import (LeakVerdict, Recovery, check_gpu_teardown, check_host_teardown,
+                                   excess_held, host_baseline, wait_for_recovery)
+from harness.samplers.nvml import (MATCHED, NO_FIGURE, NONE_LISTED, NOT_ON_DEVICE, PID_MISMATCH,
+                                   attribute)
+from harness.verdicts import Cause, CheckFailure
+
+MB = 1_000_000
+
+# A child that allocates and frees on command. `hold` allocates, keeps the
+# memory for the given seconds and frees it before answering, so only the
+# background thread can see it.
+CHILD = textwrap.dedent("""
+    import subprocess, sys, time
+    blocks, kids = [], []
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd, *arg = line.split()
+        if cmd == "alloc":
+            blocks.append(b"\\1" * int(arg[0]))  # bytes * n writes every page
+        elif cmd == "free":
+            blocks.clear()
+        elif cmd == "hold":
+            block = b"\\1" * int(arg[0]); time.sleep(float(arg[1])); del block
+        elif cmd == "spawn":  # a grandchild holding memory until stdin closes, then lingering
+            kids.append(subprocess.Popen([sys.executable, "-c",
+                "import sys, time; b = b'\\\\1' * %s; print('up', flush=True); sys.stdin.read(); "
+                "time.sleep(%s)" % (arg[0], arg[1] if len(arg) > 1 else 0)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            kids[-1].stdout.readline()
+        elif cmd == "reap":
+            for k in kids: k.stdin.close(); k.wait()
+        elif cmd == "exit":
+            break
+        print("done", flush=True)
+""")
+
+
+class Child:
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def do(self, *cmd) -> None:
+        self.proc.stdin.write(" ".join(map(str, cmd)) + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "done"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write("exit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def child():
+    c = Child()
+    yield c
+    c.close()
+
+
+# -- host sampler on a real process ------------------------------------------
+
+def test_host_sampler_sees_rss_grow_and_shrink_by_known_amounts(child):
+    sampler = HostSampler(child.pid, rate_hz=100).start()
+    t_base = sampler.mark("base")
+    child.do("alloc", 200 * MB)
+    t_held = sampler.mark("held")
+    child.do("free")
+    t_freed = sampler.mark("freed")
+    result = sampler.stop()
+
+    at = {label: result.window(t, t).peak[ENGINE_RSS] for t, label in result.marks}
+    assert at["held"] - at["base"] == pytest.approx(200 * MB, rel=0.05)
+    assert at["freed"] - at["base"] < 20 * MB
+    assert result.window(t_base, t_freed).peak[ENGINE_RSS] == max(at.values())
+    assert t_base < t_held < t_freed
+
+
+def test_host_sampler_catches_a_peak_nobody_marked(child):
+    # The child allocates 200 MB, holds it 0.2 s and frees it before it
+    # answers: only the background thread can have seen it.
+    sampler = HostSampler(child.pid, rate_hz=100).start()
+    t0 = sampler.mark("before")
+    child.do("hold", 200 * MB, 0.2)
+    t1 = sampler.mark("after")
+    result = sampler.stop()
+    before, after = (result.window(t, t).peak[ENGINE_RSS] for t in (t0, t1))
+    assert after - before < 20 * MB, "premise: the memory was freed before the end mark"
+    assert result.window(t0, t1).peak[ENGINE_RSS] - before == pytest.approx(200 * MB, rel=0.05)
+
+
+def test_host_sampler_follows_the_process_tree(child):
+    sampler = HostSampler(child.pid, refresh_interval_s=0).start()  # re-walk every tick
+    base = sampler.window(*[sampler.mark("base")] * 2).peak[ENGINE_RSS]
+    child.do("spawn", 100 * MB)
+    grown = sampler.window(*[sampler.mark("grandchild up")] * 2).peak[ENGINE_RSS]
+    child.do("reap")
+    result = sampler.stop()
+    assert grown - base >= 100 * MB
+    assert len({p.pid for p in sampler.pids_seen}) == 2
+    assert {p["pid"] for p in result.meta["pids_seen"]} == {p.pid for p in sampler.pids_seen}
+
+
+def test_host_sampler_refuses_a_missing_process():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    with pytest.raises(ValueError, match=str(proc.pid)):
+        HostSampler(proc.pid)
+
+
+# -- timeline, peak, windows ----------------------------------------------------
+
+class SettableSampler(Sampler):
+    """Reads whatever the test last set; the thread's own ticks repeat it."""
+    name = "settable"
+
+    def __init__(self):
+        super().__init__(rate_hz=200)
+        self.reading: dict[str, int] = {}
+
+    def _read(self):
+        return dict(self.reading)
+
+
+def test_windows_between_marks_hold_their_own_peaks():
+    s = SettableSampler()
+    s.reading = {"a": 10}
+    s.start()
+    s.mark("begin x")
+    s.reading = {"a": 50, "b": 7}
+    s.mark("end x")
+    s.reading = {"a": 20}
+    s.mark("begin y")
+    s.reading = {"a": 5}
+    s.mark("end y")
+    result = s.stop()
+
+    assert result.peak == {"a": 50, "b": 7}
+    assert result.between("begin x", "end x").peak == {"a": 50, "b": 7}
+    # y's window starts after the 50 and the "b" readings ended
+    assert result.between("begin y", "end y").peak == {"a": 20}
+    assert result.last() == {"a": 5}  # the final sample, not stale keys
+    with pytest.raises(KeyError, match="nope"):
+        result.between("nope", "end y")
+
+
+def test_missing_key_is_absent_not_zero():
+    series = _Series()
+    series.append(0.0, {"x": 5})
+    series.append(0.1, {})
+    series.append(0.2, {"x": 3, "y": 9})
+    r = SamplerResult("t", 100, 0.0, 0.2, 0.0, 0.0, 3, _series=series)
+    assert r.timeline == [(0.0, {"x": 5}), (0.1, {}), (0.2, {"x": 3, "y": 9})]
+    assert r.window(0.0, 0.1).peak == {"x": 5}  # y never seen there
+    assert r.to_dict()["timeline"]["series"]["y"] == [None, None, 9]
+
+
+def test_achieved_rate_and_cpu_fraction_are_per_second_of_run():
+    r = SamplerResult("t", 100, started=10.0, stopped=12.0, started_unix=0.0, cpu_seconds=0.02,
+                      ticks=150)
+    assert r.achieved_hz == 75
+    assert r.cpu_fraction == pytest.approx(0.01)
+
+
+def test_to_dict_is_json_and_thinning_keeps_the_peak():
+    series = _Series()
+    series.times = array("d", (i / 100 for i in range(10_000)))
+    values = array("q", [100]) * 10_000
+    values[4321] = 999  # a single-sample spike
+    series.values = {"rss": values}
+    r = SamplerResult("t", 100, 0.0, 100.0, 1.7e9, 0.5, 10_000, marks=[(5.0, "m")], _series=series)
+    d = json.loads(json.dumps(r.to_dict(max_points=100)))
+    assert len(d["timeline"]["t"]) <= 100
+    assert max(d["timeline"]["series"]["rss"]) == 999
+    assert d["peak"] == {"rss": 999}
+    assert d["marks"] == [{"t": 5.0, "label": "m"}]
+
+
+def test_a_failing_backend_surfaces_at_stop():
+    class Broken(SettableSampler):
+        def _read(self):
+            if self._ticks >= 3:
+                raise OSError("device vanished")
+            return {"a": 1}
+
+    s = Broken().start()
+    s._thread.join(5)  # the thread ends on the error
+    with pytest.raises(RuntimeError) as info:
+        s.stop()
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_rate_must_be_positive():
+    with pytest.raises(ValueError):
+        Sampler(rate_hz=0)
+
+
+# -- NVML: the real backend on this machine --------------------------------------
+
+def test_nvml_unavailable_is_a_reason_not_a_crash():
+    reason = nvml_unavailable_reason()
+    if reason is None:
+        pytest.skip("NVML works here; tests/gpu covers the real backend")
+    assert reason.startswith("NVML unavailable")
+    with pytest.raises(SamplerUnavailable) as info:
+        NvmlSampler(rate_hz=100).start()
+    assert str(info.value) == reason
+
+
+# -- FAKE NVML: arithmetic and PID attribution only --------------------------------
+
+class FakeNvmlError(Exception):
+    pass
+
+
+def fake_nvml(used: list[int], processes: dict[int, int | None], *, has_v2: bool = True,
+              total: int = 80 << 30):
+    """A stand-in pynvml module for one device; `used` is consumed per call
+    (the last value repeats)."""
+    calls = {"v2": 0, "v1": 0}
+
+    def memory_info(handle, version=None):
+        value = used.pop(0) if len(used) > 1 else used[0]
+        if version is not None:
+            if not has_v2:
+                raise FakeNvmlError("Function Not Found")
+            calls["v2"] += 1
+            return SimpleNamespace(total=total, reserved=300 << 20, free=total - value, used=value)
+        calls["v1"] += 1
+        return SimpleNamespace(total=total, free=total - value, used=value)
+
+    return SimpleNamespace(
+        NVMLError=FakeNvmlError, nvmlMemory_v2=0x02000028, calls=calls,
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda i: f"handle{i}", nvmlDeviceGetMemoryInfo=memory_info,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [
+            SimpleNamespace(pid=p, usedGpuMemory=b) for p, b in processes.items()],
+    )
+
+
+def test_fake_nvml_uses_v2_memory_info_and_falls_back_to_v1():
+    with NvmlSession(fake_nvml([5 << 30], {})) as session:
+        m = session.memory(0)
+    assert (m.version, m.used, m.reserved) == (2, 5 << 30, 300 << 20)
+    module = fake_nvml([5 << 30], {}, has_v2=False)
+    with NvmlSession(module) as session:
+        assert [session.memory(0).version for _ in range(3)] == [1, 1, 1]
+    assert module.calls == {"v2": 0, "v1": 3}  # v2 is not retried once it failed
+
+
+def test_fake_nvml_attribution_rules():
+    assert attribute({10, 11}, {10: 100, 11: 50, 99: 7}) == (150, MATCHED)  # 99: someone else
+    assert attribute({10}, {}) == (None, NONE_LISTED)
+    assert attribute({10}, {42: 7}, own_pids={42}) == (0, NOT_ON_DEVICE)
+    assert attribute({10}, {4242: 7}) == (None, PID_MISMATCH)
+    assert attribute({10}, {10: None}) == (None, NO_FIGURE)
+
+
+def test_fake_nvml_sampler_reports_the_engine_share(child):
+    module = fake_nvml([1 << 30], {child.pid: 700 << 20, 31337: 1 << 20})
+    result = NvmlSampler(child.pid, nvml_module=module).start().stop()
+    assert result.peak == {used_key(0): 1 << 30, engine_key(0): 700 << 20}
+    assert set(result.meta["attribution"]["gpu0"]) == {MATCHED}
+    assert result.meta["memory_info_version"] == 2
+    assert result.notes == []
+
+
+def test_fake_nvml_pid_mismatch_is_recorded_not_reported_as_zero(child):
+    module = fake_nvml([1 << 30], {4_000_001: 700 << 20})  # a host-namespace pid
+    result = NvmlSampler(child.pid, nvml_module=module).start().stop()
+    assert engine_key(0) not in result.peak
+    assert result.peak[used_key(0)] == 1 << 30
+    assert set(result.meta["attribution"]["gpu0"]) == {PID_MISMATCH}
+    assert any("PID namespace" in n and str(child.pid) in n for n in result.notes)
+
+
+# -- leak arithmetic and the leak check ------------------------------------------
+
+def test_excess_direction():
+    assert excess_held(1000, 1300, higher_is_held=True) == 300   # device used rose
+    assert excess_held(1000, 700, higher_is_held=False) == 300   # available fell
+
+
+def test_wait_for_recovery_returns_once_within_margin():
+    readings = iter([900, 600, 120, 100])
+    r = wait_for_recovery("gpu0 used", lambda: next(readings), baseline=100, margin=50,
+                          higher_is_held=True, timeout_s=10, poll_s=0)
+    assert (r.final, r.excess, r.returned) == (120, 20, True)
+
+
+def test_wait_for_recovery_gives_up_at_the_bound():
+    r = wait_for_recovery("gpu0 used", lambda: 900, baseline=100, margin=50,
+                          higher_is_held=True, timeout_s=0, poll_s=0)
+    assert (r.excess, r.returned) == (800, False)
+
+
+def test_leak_failure_names_the_scenarios_and_figures():
+    verdict = LeakVerdict("gpu", ["scen_a[gemma4]", "scen_b[gemma4]"],
+                          [Recovery("gpu0 used memory", 100, 900 << 20, 800 << 20, 256 << 20, 30.0)])
+    with pytest.raises(CheckFailure) as info:
+        verdict.raise_if_leaked()
+    failure = info.value
+    assert failure.cause == Cause.LEAK.value
+    assert "scen_a[gemma4], scen_b[gemma4]" in failure.message
+    assert failure.evidence["recoveries"][0]["excess"] == 800 << 20
+    assert failure.evidence["scenarios"] == ["scen_a[gemma4]", "scen_b[gemma4]"]
+
+
+def test_host_teardown_passes_when_the_tree_is_gone(child):
+    baseline = host_baseline()
+    sampler = HostSampler(child.pid, refresh_interval_s=0).start()
+    child.do("spawn", 10 * MB)
+    sampler.mark("spawned")
+    child.do("reap")
+    sampler.stop()
+    child.close()
+    # a generous margin: other work on a shared machine moves available memory
+    verdict = check_host_teardown(baseline, sampler.pids_seen, scenarios=["s1"],
+                                  margin_bytes=4 << 30, timeout_s=10)
+    assert verdict.ok and verdict.survivors == []
+
+
+def test_host_teardown_fails_on_a_surviving_process(child):
+    sampler = HostSampler(child.pid, refresh_interval_s=0).start()
+    child.do("spawn", 10 * MB, 60)  # outlives its parent by a minute
+    sampler.mark("spawned")
+    sampler.stop()
+    orphan = next(p for p in sampler.pids_seen if p.pid != child.pid)
+    child.proc.kill()  # the root dies without reaping: its child is orphaned, alive
+    child.proc.wait()
+    try:
+        with pytest.raises(CheckFailure) as info:
+            check_host_teardown(host_baseline(), sampler.pids_seen, scenarios=["s1"],
+                                margin_bytes=4 << 30, timeout_s=0.5)
+        assert info.value.cause == Cause.LEAK.value
+        assert [p["pid"] for p in info.value.evidence["survivors"]] == [orphan.pid]
+    finally:
+        psutil.Process(orphan.pid).kill()
+
+
+def test_host_teardown_fails_when_available_memory_does_not_return():
+    with pytest.raises(CheckFailure) as info:
+        check_host_teardown(host_baseline() + (100 << 30), [], margin_bytes=0, timeout_s=0)
+    assert info.value.evidence["recoveries"][0]["what"] == "host available memory"
+
+
+def test_fake_nvml_gpu_teardown_leak_and_recovery():
+    with NvmlSession(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as session:
+        ok = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=0, timeout_s=10,
+                                session=session)
+    assert ok.recoveries[0].final == 1 << 30
+    with NvmlSession(fake_nvml([3 << 30], {})) as session, pytest.raises(CheckFailure) as info:
+        check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=256 << 20, timeout_s=0,
+                           session=session)
+    assert info.value.evidence["recoveries"][0]["excess"] == 2 << 30
