@@ -184,6 +184,19 @@ def test_missing_key_is_absent_not_zero():
     assert r.to_dict()["timeline"]["series"]["y"] == [None, None, 9]
 
 
+def test_csv_timeline_reads_back_in_the_results_store(tmp_path):
+    from harness.results.timeline import read_timeline
+    series = _Series()
+    series.append(10.0, {"gpu0-used": 5})
+    series.append(10.5, {"gpu0-used": 9, "gpu0-engine": 4})
+    r = SamplerResult("t", 100, 10.0, 10.5, 0.0, 0.0, 2, _series=series)
+    r.write_csv(tmp_path / "timeline.csv")
+    timeline = read_timeline(tmp_path / "timeline.csv")
+    assert timeline.t == [0.0, 0.5]
+    assert timeline.series == {"gpu0-engine": [None, 4], "gpu0-used": [5, 9]}
+    assert timeline.peaks() == r.peak
+
+
 def test_achieved_rate_and_cpu_fraction_are_per_second_of_run():
     r = SamplerResult("t", 100, started=10.0, stopped=12.0, started_unix=0.0, cpu_seconds=0.02,
                       ticks=150)

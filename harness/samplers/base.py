@@ -4,11 +4,12 @@ fixed rate, and the record it leaves (timeline, peaks, marks, achieved rate).
 A backend implements `_read()` (one tick: {key: bytes}) and may implement
 `_refresh()` (slow bookkeeping such as re-walking a process tree, called at
 most every `refresh_interval_s`). Keys name what a value measures, e.g.
-"engine_rss" or "gpu0.used"; a key missing from a tick means "not known at
+"engine-rss" or "gpu0-used"; a key missing from a tick means "not known at
 that moment", never zero.
 """
 from __future__ import annotations
 
+import csv
 import threading
 import time
 from array import array
@@ -135,6 +136,18 @@ class SamplerResult:
         if t1 is None:
             raise KeyError(f"no mark {end_label!r} after {start_label!r}")
         return self.window(t0, t1)
+
+    def write_csv(self, path) -> None:
+        """The timeline file the results store reads (harness/results/
+        timeline.py): header `t,<key>,...`, t in seconds from this result's
+        start (a window's start, for a window), bytes, empty where unknown."""
+        keys = self.keys
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["t", *keys])
+            for i, t in enumerate(self._series.times):
+                row = [self._series.values[k][i] for k in keys]
+                writer.writerow([f"{t - self.started:.4f}", *("" if v == _ABSENT else v for v in row)])
 
     def to_dict(self, max_points: int | None = 2000) -> dict:
         """JSON-safe record. The timeline is thinned to at most max_points by

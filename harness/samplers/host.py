@@ -9,7 +9,7 @@ from dataclasses import asdict
 from .base import DEFAULT_RATE_HZ, Sampler
 from .process_tree import ProcessTree, SeenProcess
 
-ENGINE_RSS = "engine_rss"
+ENGINE_RSS = "engine-rss"
 
 
 class HostSampler(Sampler):

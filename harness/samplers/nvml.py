@@ -1,12 +1,12 @@
 """NvmlSampler: device used memory per GPU, and the engine process tree's
 share of it, from NVML (the nvidia-ml-py package, imported as pynvml).
 
-Keys: "gpu<i>.used" (device-wide used bytes) and "gpu<i>.engine" (bytes NVML
+Keys: "gpu<i>-used" (device-wide used bytes) and "gpu<i>-engine" (bytes NVML
 attributes to the engine's processes). Device indices are NVML's (PCI bus
 order), which can differ from CUDA's when CUDA_VISIBLE_DEVICES is set.
 
 Inside a container NVML reports host-namespace PIDs, which match none of the
-engine's PIDs as seen from inside. Then "gpu<i>.engine" is left out of that
+engine's PIDs as seen from inside. Then "gpu<i>-engine" is left out of that
 tick (not written as zero) and the record's notes and meta say why; callers
 fall back to device-used arithmetic (harness/card/capacity.py).
 """
@@ -23,11 +23,11 @@ from .process_tree import ProcessTree
 
 
 def used_key(index: int) -> str:
-    return f"gpu{index}.used"
+    return f"gpu{index}-used"
 
 
 def engine_key(index: int) -> str:
-    return f"gpu{index}.engine"
+    return f"gpu{index}-engine"
 
 
 def _import_pynvml() -> ModuleType:
