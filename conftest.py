@@ -1,2 +1,2 @@
-"""Root conftest: registers the harness's pytest plugins for scenarios and tests."""
-pytest_plugins = ["harness.pytest_options"]
+"""Root conftest: the harness's pytest plugins, for scenarios and tests alike."""
+pytest_plugins = ["harness.pytest_options", "harness.results.pytest_plugin", "harness.pytest_engines"]

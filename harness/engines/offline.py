@@ -65,10 +65,10 @@ class OfflineEngine(Engine):
                                                    " engine"))
             if isinstance(e, _TimedOut):
                 crash.cause = "timeout"
+            listener.close()
             self.close(grace=CRASH_GRACE_S)
             raise EngineStartupFailed(crash) from None
-        finally:
-            listener.close()
+        listener.close()
         self.limits = {k: ready[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
         self.proc.mark_vital()
         self.ready = True

@@ -1,6 +1,7 @@
 """OpenAI chat content parts for media, the same for offline and server engines.
 
-Both drivers take OpenAI-style conversations, so a clip's solo output from
+Media bytes come from fixtures.media (encode_audio, encode_image). Both
+drivers take OpenAI-style conversations, so a clip's solo output from
 the offline engine and from the server come from the same prompt.
 """
 from __future__ import annotations
@@ -9,13 +10,6 @@ import base64
 import io
 
 import numpy as np
-import soundfile as sf
-
-
-def wav_bytes(samples: np.ndarray, sample_rate: int) -> bytes:
-    buf = io.BytesIO()
-    sf.write(buf, samples, sample_rate, format="WAV", subtype="PCM_16")
-    return buf.getvalue()
 
 
 def audio_part(data: bytes, fmt: str = "wav") -> dict:

@@ -1,0 +1,17 @@
+"""Fixtures for the harness's own tests."""
+import pytest
+
+from harness.engines.interpreter import EngineInterpreter
+from harness.models import models_for
+
+
+@pytest.fixture(scope="session")
+def interpreter() -> EngineInterpreter:
+    return EngineInterpreter()
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma4(interpreter):
+    """(model dir, engine args) of the CPU tier's tiny Gemma4."""
+    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
+    return interpreter.build_tiny_model("gemma4"), entry.engine_args

@@ -1,0 +1,78 @@
+"""OfflineEngine on the real CPU engine: one batch in one generate, bad input
+as a result, and SIGKILL of the engine core as a prompt verdict."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from harness.engines.base import Sampling
+from harness.engines.offline import OfflineEngine
+from harness.engines.procs import group_members
+from harness.engines.results import Completion, EngineCrashed, Rejected
+from harness.verdicts import CheckFailure
+from harness.workloads.chat import image_part, user
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_gemma4, interpreter, tmp_path_factory):
+    model, args = tiny_gemma4
+    eng = OfflineEngine(model, args, interpreter, tmp_path_factory.mktemp("offline") / "engine.log")
+    eng.start()
+    yield eng
+    assert eng.close() == []
+
+
+def test_batch_goes_in_one_generate_with_logprobs(engine):
+    convs = [user(f"Tell me about number {i}") for i in range(4)]
+    results = engine.chat(convs, Sampling(max_tokens=6, logprobs=5))
+    assert all(isinstance(r, Completion) for r in results), results
+    assert {r.batch_call for r in results} == {results[0].batch_call}
+    assert {r.batch_size for r in results} == {4}
+    for r in results:
+        assert len(r.token_ids) == 6  # EOS ignored: fixed length
+        assert len(r.logprobs) == 6 and all(len(pos) >= 5 for pos in r.logprobs)
+        assert r.token_ids[0] in r.logprobs[0]
+    assert engine.limits["max_num_seqs"] >= 4
+
+
+def test_bad_image_is_a_result_and_the_engine_survives(engine):
+    bad = image_part(b"this is not a png", "image/png")
+    [r] = engine.chat([user(bad, "Describe.")], Sampling(max_tokens=2))
+    assert isinstance(r, Rejected) and r.status is None, r
+    assert engine.assert_alive().token_ids
+
+
+def test_log_window_holds_only_this_slice(engine):
+    window = engine.mark()
+    engine.chat([user("hello")], Sampling(max_tokens=2))
+    assert len(engine.log_since(window)) < os.path.getsize(engine.log_path)
+
+
+def test_sigkill_of_engine_core_mid_batch_is_a_prompt_verdict(engine):
+    # Last in the module: it kills the shared engine.
+    core = next(pid for pid, name in engine.proc.vital.items() if "EngineCore" in name)
+    pgid = engine.proc.pid
+    seen = list(engine.proc.seen.values())
+    killed_at = []
+
+    def kill_soon():
+        time.sleep(1.0)
+        os.kill(core, signal.SIGKILL)
+        killed_at.append(time.monotonic())
+
+    threading.Thread(target=kill_soon, daemon=True).start()
+    results = engine.chat([user(f"long answer {i}") for i in range(8)], Sampling(max_tokens=1500))
+    verdict_s = time.monotonic() - killed_at[0]
+    assert verdict_s < 15, verdict_s
+    assert all(isinstance(r, EngineCrashed) for r in results), results
+    assert results[0].cause == "engine-dead"
+    assert "EngineCore" in results[0].detail and results[0].log_tail
+    assert group_members(pgid) == []
+    assert not [p for p in seen if p.is_running() and p.status() != "zombie"]
+    with pytest.raises(CheckFailure) as failure:
+        engine.assert_alive()
+    assert failure.value.cause == "engine-dead"
