@@ -1,0 +1,68 @@
+"""Engine start time (offline, server) and time-to-verdict after SIGKILL of
+the engine core, over N runs each. Not part of `make test`; prints figures.
+
+Goal: time-to-verdict under 2 s, where a plain openai client would wait out
+its 600 s default timeout.
+usage: python benchmarks/bench_engines.py [--runs 5]
+"""
+import argparse
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.engines.base import Sampling  # noqa: E402
+from harness.engines.interpreter import EngineInterpreter  # noqa: E402
+from harness.engines.offline import OfflineEngine  # noqa: E402
+from harness.engines.server import ServerEngine  # noqa: E402
+from harness.models import models_for  # noqa: E402
+from harness.workloads.chat import user  # noqa: E402
+
+
+def one_run(cls, model, args, interp, log):
+    t0 = time.monotonic()
+    eng = cls(model, args, interp, log).start()
+    start_s = time.monotonic() - t0
+    core = next(pid for pid, name in eng.proc.vital.items() if "EngineCore" in name)
+    killed = []
+
+    def kill():
+        time.sleep(1.0)
+        killed.append(time.monotonic())
+        os.kill(core, signal.SIGKILL)
+
+    threading.Thread(target=kill, daemon=True).start()
+    results = eng.chat([user(f"long {i}") for i in range(4)], Sampling(max_tokens=1500))
+    verdict_s = time.monotonic() - killed[0]
+    assert not results[0].ok, "the engine answered although its core was killed"
+    assert eng.close() == []
+    return start_s, verdict_s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    runs = ap.parse_args().runs
+    interp = EngineInterpreter()
+    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
+    model = interp.build_tiny_model("gemma4")
+    with tempfile.TemporaryDirectory() as tmp:
+        for cls in (OfflineEngine, ServerEngine):
+            figures = [one_run(cls, model, entry.engine_args, interp, Path(tmp) / f"{cls.kind}-{i}.log")
+                       for i in range(runs)]
+            starts, verdicts = zip(*figures)
+            print(f"{cls.kind:8s} start     median {statistics.median(starts):6.1f} s  "
+                  f"min {min(starts):6.1f}  max {max(starts):6.1f}  (n={runs})")
+            print(f"{cls.kind:8s} verdict   median {statistics.median(verdicts):6.2f} s  "
+                  f"min {min(verdicts):6.2f}  max {max(verdicts):6.2f}  after SIGKILL of EngineCore"
+                  f"  (goal < 2 s; plain openai client: 600 s timeout)")
+
+
+if __name__ == "__main__":
+    main()
