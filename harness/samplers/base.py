@@ -9,6 +9,7 @@ that moment", never zero.
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import threading
 import time
@@ -110,18 +111,19 @@ class SamplerResult:
     def window(self, t0: float, t1: float) -> "SamplerResult":
         """The samples taken in [t0, t1], as a result of their own (so
         `.peak` is that window's peak); marks inside the window come along."""
-        times = self._series.times
-        idx = [i for i, t in enumerate(times) if t0 <= t <= t1]
+        times = self._series.times  # ascending: appended under the sampler's lock
+        lo, hi = bisect.bisect_left(times, t0), bisect.bisect_right(times, t1)
         sub = _Series()
-        sub.times = array("d", (times[i] for i in idx))
-        sub.values = {k: array("q", (col[i] for i in idx)) for k, col in self._series.values.items()}
+        sub.times = times[lo:hi]
+        sub.values = {k: col[lo:hi] for k, col in self._series.values.items()}
+        n = hi - lo
         return SamplerResult(
             sampler=self.sampler, rate_hz=self.rate_hz,
             started=max(t0, self.started), stopped=min(t1, self.stopped),
             started_unix=self.started_unix + max(t0 - self.started, 0.0),
             # CPU time is not tracked per window; scale it by the share of ticks.
-            cpu_seconds=self.cpu_seconds * len(idx) / self.ticks if self.ticks else 0.0,
-            ticks=len(idx),
+            cpu_seconds=self.cpu_seconds * n / self.ticks if self.ticks else 0.0,
+            ticks=n,
             marks=[(t, label) for t, label in self.marks if t0 <= t <= t1],
             notes=list(self.notes), meta=dict(self.meta), _series=sub,
         )
@@ -253,6 +255,8 @@ class Sampler:
     def mark(self, label: str) -> float:
         """Take a sample now and label its instant; returns that time, so a
         window between two marks holds both marks' samples."""
+        if self._thread is None:
+            raise RuntimeError(f"{self.name} is not started")
         with self._lock:
             t = self._tick_locked()
             self._marks.append((t, label))
@@ -260,7 +264,8 @@ class Sampler:
 
     def window(self, t0: float, t1: float) -> SamplerResult:
         """Samples in [t0, t1] so far, without stopping the sampler."""
-        return self.snapshot().window(t0, t1)
+        with self._lock:
+            return self._result(time.monotonic(), copy=False).window(t0, t1)
 
     def snapshot(self) -> SamplerResult:
         with self._lock:
