@@ -109,6 +109,17 @@ def test_corrupt_and_unfinished_lines_are_reported_and_nothing_else_is_lost(tmp_
     assert path.read_bytes() == before  # the worker file is evidence: never rewritten
 
 
+def test_restarted_writer_does_not_glue_its_record_to_a_cut_line(tmp_path):
+    layout = RunLayout(tmp_path)
+    _write(layout, "gw0", CheckRecord(id="a", verdict="pass"))
+    with open(layout.records_file("gw0"), "ab") as f:
+        f.write(b'{"id": "killed-mid-wri')
+    _write(layout, "gw0", CheckRecord(id="b", verdict="fail"))  # the replacement worker
+    read = read_records([layout.records_file("gw0")])
+    assert [r.id for r in read.records] == ["a", "b"]
+    assert len(read.problems) == 1 and ":2: unreadable record" in read.problems[0]
+
+
 def test_record_with_a_missing_id_is_a_problem_not_a_crash(tmp_path):
     path = tmp_path / "main.jsonl"
     path.write_text('{"verdict": "pass"}\n')
@@ -117,11 +128,12 @@ def test_record_with_a_missing_id_is_a_problem_not_a_crash(tmp_path):
     assert "string 'id'" in read.problems[0]
 
 
-def test_parameters_become_json(tmp_path):
-    record = CheckRecord(id="x", params={"dtype": Verdict.PASS, "path": tmp_path,
-                                         "sizes": (1, 2), "nan": float("nan")})
-    assert json.loads(json.dumps(record.to_json()))["params"] == {
-        "dtype": "pass", "path": str(tmp_path), "sizes": [1, 2], "nan": "nan"}
+def test_parameters_become_json_when_written(tmp_path):
+    layout = RunLayout(tmp_path)
+    _write(layout, "main", CheckRecord(id="x", params={"dtype": Verdict.PASS, "path": tmp_path,
+                                                      "sizes": (1, 2), "nan": float("nan")}))
+    [record] = read_records([layout.records_file("main")]).records
+    assert record.params == {"dtype": "pass", "path": str(tmp_path), "sizes": [1, 2], "nan": "nan"}
 
 
 @pytest.mark.parametrize("content, expected", [

@@ -7,7 +7,7 @@ from typing import Any
 from harness.results.metadata import merge_reported
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
-from harness.results.store import RunLayout, read_records, write_json_atomic
+from harness.results.store import RunLayout, read_records, write_results_atomic
 
 
 def merge_run(layout: RunLayout, run_metadata: dict[str, Any]) -> RunResults:
@@ -27,7 +27,7 @@ def merge_run(layout: RunLayout, run_metadata: dict[str, Any]) -> RunResults:
     run = {**run_metadata, **merge_reported(reported)}
 
     results = RunResults(run=run, records=records, problems=problems, path=layout.results_json)
-    write_json_atomic(layout.results_json, results.to_json())
+    write_results_atomic(layout.results_json, results.to_json())
     return results
 
 

@@ -47,7 +47,9 @@ class CheckRecord:
     finished: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: json_safe(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Fields as they are; a check may have put any value in them, so
+        whatever writes new records passes this through `json_safe`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "CheckRecord":

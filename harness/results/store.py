@@ -55,20 +55,36 @@ class RecordWriter:
         self._fd: int | None = None
 
     def append(self, record: CheckRecord) -> None:
-        line = json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
-        if self._fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        line = json.dumps(json_safe(record.to_json()), ensure_ascii=False, separators=(",", ":")) + "\n"
         data = line.encode("utf-8")
+        if self._fd is None:
+            self._open()
+            # A restarted worker (xdist replaces a crashed one under the same
+            # name) may find its predecessor's last line cut short: end it,
+            # so the new record stands on a line of its own.
+            if _ends_mid_line(self.path):
+                data = b"\n" + data
         written = os.write(self._fd, data)
         while written < len(data):  # a short write is legal; finish the line
             written += os.write(self._fd, data[written:])
         os.fsync(self._fd)
 
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _ends_mid_line(path: Path) -> bool:
+    with open(path, "rb") as f:
+        if f.seek(0, os.SEEK_END) == 0:
+            return False
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"
 
 
 @dataclasses.dataclass
@@ -101,11 +117,26 @@ def read_records(paths: Iterable[Path]) -> ReadResult:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so a reader sees the old file or the new one, never half."""
+    write_text_atomic(path, json.dumps(json_safe(data), ensure_ascii=False, indent=1))
+
+
+def write_results_atomic(path: Path, results: dict[str, Any]) -> None:
+    """results.json with one record a line: quick to write (the C encoder
+    does no indenting) and still readable with grep and diff."""
+    head = {key: value for key, value in results.items() if key != "records"}
+    lines = [json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=json_safe)
+             for record in results["records"]]
+    text = json.dumps(head, ensure_ascii=False, default=json_safe)[:-1]
+    text += ', "records": [\n' + ",\n".join(lines) + "\n]}\n"
+    write_text_atomic(path, text)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write so a reader sees the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(json_safe(data), f, ensure_ascii=False, indent=1)
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -1,0 +1,98 @@
+"""Command line of the harness's results: `python -m harness report ...`.
+
+  report diff OLD NEW        what broke, was fixed, still fails; memory moves
+  report render RUN_DIR      merge a run's records (a killed run's too) and
+                             write its report.html
+  report summary RUN_DIR     the one-line summary and the report's path
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+from harness.report.diff import diff_runs, format_diff
+from harness.report.html import render_report
+from harness.report.summary import print_run_summary
+from harness.results.history import append_history, failing_since, history_entry, read_history
+from harness.results.merge import merge_run
+from harness.results.metadata import collect_host_metadata
+from harness.results.run import ResultsError, load_results
+from harness.results.store import RunLayout
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness")
+    commands = parser.add_subparsers(dest="group", required=True)
+    report = commands.add_parser("report", help="results and report of runs").add_subparsers(
+        dest="command", required=True)
+
+    diff = report.add_parser("diff", help="compare two runs")
+    diff.add_argument("old", type=Path, help="baseline run directory or its results.json")
+    diff.add_argument("new", type=Path, help="later run directory or its results.json")
+    diff.add_argument("--memory-diff-pct", type=float, default=10.0,
+                      help="list memory peaks that moved by more than this percentage (default 10)")
+
+    render = report.add_parser("render", help="merge a run's records and write its report.html")
+    render.add_argument("run_dir", type=Path)
+    render.add_argument("--baseline", type=Path, help="earlier run to diff against")
+    render.add_argument("--history", type=Path, default=REPO / "reports" / "history.jsonl")
+    render.add_argument("--append-history", action="store_true",
+                        help="add this run to the history (a run the plugin finished is there already)")
+    render.add_argument("--memory-diff-pct", type=float, default=10.0)
+    render.add_argument("-o", "--output", type=Path, help="default: RUN_DIR/report.html")
+
+    summary = report.add_parser("summary", help="print a run's one-line summary and report path")
+    summary.add_argument("run_dir", type=Path)
+
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ResultsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _diff(args: argparse.Namespace) -> int:
+    print(format_diff(diff_runs(load_results(args.old), load_results(args.new), args.memory_diff_pct)), end="")
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    layout = RunLayout(args.run_dir.resolve())
+    baseline = load_results(args.baseline) if args.baseline else None
+    if layout.records_dir.is_dir():
+        # The records are the source of truth: merge them again, keeping the
+        # metadata the run wrote (a killed run wrote none, so take the host's).
+        previous = load_results(layout.results_json).run if layout.results_json.exists() else {
+            "run_id": layout.run_dir.name, **collect_host_metadata(REPO),
+            "merged": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        results = merge_run(layout, previous)
+    else:
+        results = load_results(layout.results_json)
+    run_id = results.run.get("run_id", layout.run_dir.name)
+    if args.append_history:
+        append_history(args.history, history_entry(run_id, results))
+    history = read_history(args.history)
+    out = args.output or layout.report_html
+    render_report(results, out, baseline=baseline, streaks=failing_since(history.entries, run_id),
+                  history_problems=history.problems, memory_pct=args.memory_diff_pct)
+    for problem in results.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    print_run_summary(results, out)
+    return 0 if results.green else 1
+
+
+def _summary(args: argparse.Namespace) -> int:
+    results = load_results(args.run_dir)
+    print_run_summary(results, RunLayout(args.run_dir).report_html)
+    return 0 if results.green else 1
+
+
+COMMANDS = {"diff": _diff, "render": _render, "summary": _summary}
+
+if __name__ == "__main__":
+    sys.exit(main())

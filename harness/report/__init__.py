@@ -1,0 +1,1 @@
+"""The HTML report and the run-to-run diff, both read from results.json."""

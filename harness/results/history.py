@@ -1,0 +1,110 @@
+"""The append-only history of runs, one summary line per run, so the report
+can say for each failing check since which run it has failed."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.results.run import RunResults
+from harness.verdicts import Verdict
+
+NOT_PASSING = (Verdict.FAIL.value, Verdict.ERROR.value, Verdict.KNOWN_ISSUE.value)
+
+
+def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
+    run = results.run
+    return {
+        "run_id": run_id,
+        "started": run.get("started"),
+        "finished": run.get("finished"),
+        "tier": run.get("tier"),
+        "engine": run.get("engine"),
+        "engine_version": run.get("engine_version"),
+        "harness_git_sha": run.get("harness_git_sha"),
+        "counts": results.counts,
+        # Only what did not pass is kept, which keeps a line small. The test
+        # files that ran tell a check that passed from one that did not run.
+        "not_passing": {r.id: r.verdict for r in results.records if r.verdict in NOT_PASSING},
+        "files": sorted({_file(r.id) for r in results.records}),
+    }
+
+
+def append_history(path: Path, entry: dict[str, Any]) -> None:
+    """Append one line and fsync it. A run already in the history is not
+    added twice, so re-rendering a run does not lengthen a streak."""
+    if any(e.get("run_id") == entry["run_id"] for e in read_history(path).entries):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    with open(path, "a+b") as f:
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                # An append killed mid-line left no newline: end that line
+                # first, so this entry is not glued to it.
+                line = b"\n" + line
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@dataclasses.dataclass
+class History:
+    entries: list[dict[str, Any]]
+    problems: list[str]
+
+
+def read_history(path: Path) -> History:
+    if not path.exists():
+        return History([], [])
+    entries, problems = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if not isinstance(entry, dict) or "run_id" not in entry:
+                raise ValueError("not a run summary")
+            entries.append(entry)
+        except ValueError as exc:
+            problems.append(f"{path}:{number}: unreadable history line ({exc})")
+    return History(entries, problems)
+
+
+@dataclasses.dataclass(frozen=True)
+class Streak:
+    since_run: str
+    since_started: str | None
+    runs: int  # consecutive runs, this one included
+
+
+def failing_since(entries: list[dict[str, Any]], run_id: str) -> dict[str, Streak]:
+    """For each check not passing in `run_id`, the oldest run of its unbroken
+    streak of not passing. Only runs of the same tier count: a CPU run and a
+    GPU run of the same check are different evidence; runs that did not
+    include the check's file are passed over."""
+    ordered = sorted(entries, key=lambda e: e.get("started") or "")
+    current = next((e for e in reversed(ordered) if e["run_id"] == run_id), None)
+    if current is None:
+        return {}
+    same_tier = [e for e in ordered if e.get("tier") == current.get("tier")]
+    upto = same_tier[: same_tier.index(current) + 1]
+    streaks = {}
+    for check in current.get("not_passing", {}):
+        since, runs = current, 0
+        for entry in reversed(upto):
+            if check in entry.get("not_passing", {}):
+                since, runs = entry, runs + 1
+            elif _file(check) in entry.get("files", ()):
+                break  # it ran and passed (or was skipped) there
+            # else that run did not include the check: it neither breaks
+            # nor lengthens the streak
+        streaks[check] = Streak(since["run_id"], since.get("started"), runs)
+    return streaks
+
+
+def _file(check_id: str) -> str:
+    return check_id.split("::", 1)[0]

@@ -1,0 +1,62 @@
+"""The run history and "failing since"."""
+from __future__ import annotations
+
+import json
+
+from harness.results.history import append_history, failing_since, history_entry, read_history
+from harness.results.record import CheckRecord
+from harness.results.run import RunResults
+
+A = "scenarios/test_audio.py::test_ragged[tiny]"
+B = "scenarios/test_audio.py::test_long[tiny]"
+V = "scenarios/test_video.py::test_frames[tiny]"
+
+
+def _run(run_id, day, tier="cpu", **verdicts):
+    records = [CheckRecord(id=check, verdict=verdict) for check, verdict in verdicts.items()]
+    return history_entry(run_id, RunResults(
+        run={"started": f"2026-01-{day:02d}T02:00:00+00:00", "tier": tier}, records=records))
+
+
+def test_streak_counts_back_to_the_last_pass(tmp_path):
+    path = tmp_path / "history.jsonl"
+    for entry in [_run("r1", 1, **{A: "fail", B: "pass"}), _run("r2", 2, **{A: "pass", B: "fail"}),
+                  _run("r3", 3, **{A: "fail", B: "known issue"}), _run("r4", 4, **{A: "error", B: "fail"})]:
+        append_history(path, entry)
+    streaks = failing_since(read_history(path).entries, "r4")
+    assert (streaks[A].since_run, streaks[A].runs) == ("r3", 2)
+    assert (streaks[B].since_run, streaks[B].runs) == ("r2", 3)
+
+
+def test_runs_without_the_check_or_of_another_tier_do_not_break_a_streak(tmp_path):
+    path = tmp_path / "history.jsonl"
+    for entry in [_run("r1", 1, **{A: "pass"}), _run("r2", 2, **{A: "fail"}),
+                  _run("r3", 3, **{V: "pass"}),                      # audio not run
+                  _run("r4", 4, tier="gpu", **{A: "pass"}),          # another tier
+                  _run("r5", 5, **{A: "fail"})]:
+        append_history(path, entry)
+    streak = failing_since(read_history(path).entries, "r5")[A]
+    assert (streak.since_run, streak.runs) == ("r2", 2)
+
+
+def test_history_is_append_only_and_a_run_is_added_once(tmp_path):
+    path = tmp_path / "history.jsonl"
+    append_history(path, _run("r1", 1, **{A: "fail"}))
+    first = path.read_bytes()
+    append_history(path, _run("r1", 1, **{A: "fail"}))
+    append_history(path, _run("r2", 2, **{A: "pass"}))
+    assert path.read_bytes().startswith(first)
+    assert [json.loads(line)["run_id"] for line in path.read_text().splitlines()] == ["r1", "r2"]
+
+
+def test_unreadable_history_line_is_reported_and_the_rest_kept(tmp_path):
+    path = tmp_path / "history.jsonl"
+    append_history(path, _run("r1", 1, **{A: "fail"}))
+    with open(path, "a") as f:
+        f.write('{"run_id": "r2", "trunc')  # an append killed mid-line
+    append_history(path, _run("r3", 3, **{A: "fail"}))
+    history = read_history(path)
+    assert [e["run_id"] for e in history.entries] == ["r1", "r3"]
+    [problem] = history.problems
+    assert problem.startswith(f"{path}:2: unreadable history line")
+    assert failing_since(history.entries, "r3")[A].runs == 2
