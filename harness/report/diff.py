@@ -77,12 +77,13 @@ def _host(run: dict[str, Any]) -> str:
 
 def format_diff(diff: RunDiff) -> str:
     """The diff as plain text for a terminal or a CI log."""
-    lines = ["Engine and host", ""]
-    width = max(len(key) for key, _, _ in diff.identity)
-    lines.append(f"  {'':{width}}  OLD  |  NEW")
+    key_width = max(len(key) for key, _, _ in diff.identity)
+    old_width = max(len("OLD"), *(len(_text(old)) for _, old, _ in diff.identity))
+    lines = ["Engine and host (≠ where the runs differ)", "",
+             f"    {'':{key_width}}  {'OLD':{old_width}}  NEW"]
     for key, old, new in diff.identity:
-        mark = "   " if old == new else " ≠ "
-        lines.append(f"  {key:{width}}{mark}{_text(old)}  |  {_text(new)}")
+        mark = "  " if old == new else "≠ "
+        lines.append(f"  {mark}{key:{key_width}}  {_text(old):{old_width}}  {_text(new)}")
 
     def section(title: str, entries: list[str]) -> None:
         lines.extend(["", f"{title} ({len(entries)})"])

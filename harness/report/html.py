@@ -167,6 +167,12 @@ def _summary(results: RunResults, history_problems: list[str]) -> str:
             f'{_metadata(run)}</section></header>')
 
 
+# Run fields the metadata table shows under its own labels (or not at all).
+SHOWN_RUN_FIELDS = {"engine", "engine_version", "torch", "device", "tier", "started", "finished",
+                    "command", "harness_git_sha", "harness_git_dirty", "python", "harness_torch",
+                    "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status"}
+
+
 def _metadata(run: dict[str, Any]) -> str:
     rows = [
         ("engine", " ".join(str(run[k]) for k in ("engine", "engine_version") if run.get(k))),
@@ -183,10 +189,8 @@ def _metadata(run: dict[str, Any]) -> str:
         ("CPU", run.get("cpu_model")),
         ("platform", run.get("platform")),
     ]
-    shown = {key for key, _ in rows}
     # Whatever else the engine fixtures reported, after the usual fields.
-    rows += [(key, value) for key, value in run.items() if key not in shown
-             and key not in ("run_id", "harness_git_dirty", "engine_version", "pytest_exit_status")]
+    rows += [(key, value) for key, value in run.items() if key not in SHOWN_RUN_FIELDS]
     body = "".join(f"<tr><th>{escape(key)}</th><td class='mono'>{escape(_text(value))}</td></tr>"
                    for key, value in rows if value not in (None, "", []))
     return f'<table class="meta">{body}</table>'
@@ -290,7 +294,7 @@ def _article(r: CheckRecord, i: int, streak: Streak | None, has_figure: bool,
     facts = [("verdict", None), ("cause", r.cause), ("since", _since(streak)),
              ("engine", " ".join(filter(None, [r.engine, r.engine_version]))), ("model", r.model),
              ("parameters", json.dumps(r.params, ensure_ascii=False) if r.params else ""),
-             ("durations (s)", json.dumps(r.durations)),
+             ("durations (s)", json.dumps(r.durations) if r.durations else ""),
              ("peak memory", ", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in r.peak_memory.items())),
              ("log", r.log_path), ("timeline", r.timeline_path)]
     kv = "".join(f"<div>{escape(k)}</div><div class='mono'>{_verdict(r.verdict) if k == 'verdict' else escape(str(v))}</div>"
@@ -308,7 +312,8 @@ def _article(r: CheckRecord, i: int, streak: Streak | None, has_figure: bool,
     if r.evidence:
         parts.append(f"<h4>Evidence</h4><pre>{escape(_pretty(r.evidence))}</pre>")
     if r.log_tail:
-        parts.append(f"<h4>Log tail</h4><pre>{escape(r.log_tail)}</pre>")
+        # The box opens scrolled to the end of the log, where the error is.
+        parts.append(f'<h4>Log tail</h4><div class="tail"><pre>{escape(r.log_tail)}</pre></div>')
     if has_figure:
         # The page's script turns the figure into an image as it scrolls
         # into view: decoding every figure up front would cost more than

@@ -26,8 +26,9 @@ def memory_figure_svg(timeline: Timeline, budget: dict[str, int]) -> str:
     shown = timeline.downsampled(FIGURE_POINTS)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "mmharness",
                                 "font.size": 8}):
-        fig = Figure(figsize=(7.0, 2.6))
+        fig = Figure(figsize=(8.0, 2.8))
         ax = fig.add_subplot()
+        end = shown.t[-1] if shown.t else 0
         for index, (name, values) in enumerate(shown.series.items()):
             color = f"C{index}"
             points = [(t, v / GIB) for t, v in zip(shown.t, values) if v is not None]
@@ -42,14 +43,18 @@ def memory_figure_svg(timeline: Timeline, budget: dict[str, int]) -> str:
                 note += f" ({100 * peak * GIB / limit:.0f}% of budget)"
                 ax.axhline(limit / GIB, color=color, ls="--", lw=1,
                            label=f"{name} budget {limit / GIB:.1f} GiB")
-            ax.annotate(note, (peak_t, peak), xytext=(4, 4), textcoords="offset points",
+            # Below the marker (the peak is the series' top, so nothing of
+            # it is there), towards the middle of the axes.
+            right = peak_t > end / 2
+            ax.annotate(note, (peak_t, peak), xytext=(-6 if right else 6, -8),
+                        textcoords="offset points", ha="right" if right else "left", va="top",
                         color=color)
         ax.set_xlabel("time since check start (s)")
         ax.set_ylabel("memory (GiB)")
         ax.set_ylim(bottom=0)
         ax.margins(y=0.15)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=7)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
         fig.tight_layout()
         buffer = io.StringIO()
         FigureCanvasSVG(fig).print_svg(buffer, metadata={"Date": None})

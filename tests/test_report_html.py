@@ -1,0 +1,209 @@
+"""The HTML report: what it says, that engine output stays text, and a real
+headless Chromium that loads it, runs its script and takes a screenshot."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from harness.report.html import render_report
+from harness.results.attachments import attach
+from harness.results.history import Streak
+from harness.results.merge import merge_run
+from harness.results.record import CheckRecord
+from harness.results.run import RunResults
+from harness.results.store import RecordWriter, RunLayout
+
+GIB = 2**30
+CHROMIUM = Path("/usr/bin/chromium")
+# Untrusted engine output that would mark the page if it ever ran.
+PWN = "<script>document.documentElement.setAttribute('data-pwned','script')</script>"
+PWN_IMG = "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','img')\">"
+FAILING = "scenarios/test_image_batch.py::test_batch[tiny-llava-<b>4</b>]"
+PASSING = "scenarios/test_audio_ragged.py::test_ragged[tiny-whisper]"
+
+
+def _timeline(path: Path, peak_gib: float) -> Path:
+    rows = ["t,cuda:0,engine-rss"]
+    for i in range(300):
+        gpu = peak_gib * GIB * min(1.0, i / 100) - (0.5 * GIB if i > 250 else 0)
+        rows.append(f"{i / 10:.1f},{int(gpu)},{int(2 * GIB + i * 1e6)}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def crafted_run(base: Path) -> RunResults:
+    """A run with one check of each verdict, written through the store the
+    way the plugin writes one: real timeline and log files, a real figure."""
+    layout = RunLayout(base / "run-20260102T020000Z")
+    files = base / "files"
+    files.mkdir(parents=True)
+    log = files / "engine.log"
+    log.write_text("".join(f"INFO step {i}\n" for i in range(200)) +
+                   f"ERROR engine said {PWN}\nCUDA out of memory. Tried to allocate 2.00 GiB\n")
+    records = [
+        CheckRecord(id=FAILING, family="image_batch", params={"batch": 4}, model="tiny-llava",
+                    engine="offline:vllm", engine_version="0.9.2", verdict="fail", cause="oom",
+                    message=f"engine ran out of memory on a batch of 4 {PWN}",
+                    divergence={"position": 7, "expected": "a cat", "actual": PWN_IMG},
+                    outputs=[PWN, PWN_IMG], memory_budget={"cuda:0": 22 * GIB},
+                    timeline_path=str(_timeline(files / "fail.csv", 21.0)), log_path=str(log),
+                    durations={"setup": 0.2, "call": 12.5, "teardown": 0.1}),
+        CheckRecord(id=PASSING, family="audio_ragged", model="tiny-whisper", engine="offline:vllm",
+                    engine_version="0.9.2", verdict="pass", outputs=PWN,
+                    memory_budget={"cuda:0": 22 * GIB},
+                    timeline_path=str(_timeline(files / "pass.csv", 6.0)),
+                    durations={"setup": 0.1, "call": 3.0, "teardown": 0.1}),
+        CheckRecord(id="scenarios/test_video.py::test_frames[tiny]", family="video", verdict="error",
+                    cause="harness: KeyError", message="KeyError: 'frames'"),
+        CheckRecord(id="scenarios/test_video.py::test_long[tiny]", family="video", verdict="skip",
+                    message="needs a GPU"),
+        CheckRecord(id="scenarios/test_lora.py::test_swap[tiny]", family="lora", verdict="known issue",
+                    cause="mismatch", message="adapter output drifts",
+                    known_issue={"link": "https://example.invalid/vllm/issues/9", "reason": "drift"}),
+    ]
+    writer = RecordWriter(layout, "gw0")
+    for record in records:
+        attach(record, layout)
+        writer.append(record)
+    writer.close()
+    return merge_run(layout, {"run_id": layout.run_dir.name, "engine": "vllm",
+                              "engine_version": "0.9.2", "torch": "2.5.1", "tier": "gpu",
+                              "started": "2026-01-02T02:00:00+00:00",
+                              "gpus": [{"index": 0, "name": "NVIDIA L4", "driver": "550.54",
+                                        "memory_bytes": 24 * GIB}]})
+
+
+@pytest.fixture
+def report(tmp_path) -> Path:
+    results = crafted_run(tmp_path)
+    out = results.path.parent / "report.html"
+    streaks = {FAILING: Streak("run-20251230T020000Z", "2025-12-30T02:00:00+00:00", 3)}
+    return render_report(results, out, streaks=streaks)
+
+
+def test_engine_output_and_logs_stay_text(report):
+    page = report.read_text()
+    # Only the page's own four scripts: the error sentinel, the records'
+    # JSON, uPlot and the page script.
+    assert len(re.findall(r"<script\b", page, re.IGNORECASE)) == 4
+    assert "<img src=x" not in page
+    details = page[page.index('<section id="details">'):page.index('<script type="application/json"')]
+    assert "engine ran out of memory on a batch of 4 &lt;script&gt;" in details   # message
+    assert "ERROR engine said &lt;script&gt;" in details                          # log tail
+    assert "&lt;img src=x onerror=" in details                                     # divergence
+    data = page[page.index('id="mmh-data">'):]
+    assert "\\u003cscript\\u003edocument" in data                                  # JSON for the table
+
+
+def test_summary_failures_by_cause_and_since(report):
+    page = report.read_text()
+    counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', page))
+    assert counts == {"fail": "1", "error": "1", "known issue": "1", "skip": "1", "pass": "1"}
+    assert '<div class="banner red">2 check(s) failed.</div>' in page
+    causes = re.findall(r'<div class="cause-group" data-cause="([^"]+)"><h3>[^<]+ \((\d+)\)', page)
+    assert causes == [("harness", "1"), ("oom", "1"), ("mismatch", "1")]
+    assert "failing since run-20251230T020000Z (3 runs)" in page
+    assert "NVIDIA L4 · 24 GiB · driver 550.54" in page
+    assert "Log tail" in page and "CUDA out of memory" in page
+    assert "https://example.invalid/vllm/issues/9" in page
+
+
+def test_failure_gets_a_matplotlib_figure_and_the_rest_a_downsampled_timeline(report):
+    run_dir = report.parent
+    results = RunResults  # noqa: F841 - the records are read back from results.json below
+    from harness.results.run import load_results
+    records = {r.id: r for r in load_results(run_dir).records}
+    figure = run_dir / records[FAILING].plot_path
+    svg = figure.read_text()
+    assert svg.lstrip().startswith("<?xml") and "Matplotlib" in svg
+    assert "of budget" in svg and "cuda:0 budget 22.0 GiB" in svg
+    assert records[PASSING].plot_path is None
+    timeline = records[PASSING].memory_timeline
+    assert len(timeline["t"]) <= 48
+    # The bucket maximum keeps the peak through downsampling.
+    assert max(timeline["series"]["cuda:0"]) == records[PASSING].peak_memory["cuda:0"]
+
+
+def _chromium(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    profile = tempfile.mkdtemp(prefix="mmh-chromium-")
+    try:
+        return subprocess.run(
+            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+             "--window-size=1280,2400", "--hide-scrollbars", "--virtual-time-budget=5000", *args],
+            capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def page_problems(dom: str, stderr: str) -> list[str]:
+    """Everything that says the page did not load cleanly. The page logs
+    nothing on purpose, so any console line is a problem."""
+    problems = [line for line in stderr.splitlines() if ":CONSOLE" in line]
+    errors = re.search(r'data-js-errors="([^"]*)"', dom)
+    if errors:
+        problems.append(f"script errors: {errors.group(1)}")
+    if 'data-ready="1"' not in dom:
+        problems.append("the page script did not finish")
+    if re.search(r"<html[^>]*data-pwned", dom):
+        problems.append("engine output ran as markup")
+    return problems
+
+
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(),
+                                    reason=f"{CHROMIUM} is absent (Debian package chromium)")
+
+
+def _row_of(report: Path, check: str) -> int:
+    page = report.read_text()
+    data = page[page.index('id="mmh-data">') + len('id="mmh-data">'):]
+    records = json.loads(data[:data.index("</script>")])["records"]
+    return next(i for i, r in enumerate(records) if r["id"] == check)
+
+
+@needs_chromium
+def test_browser_renders_report_without_errors(report, tmp_path):
+    # #row-N opens the passing check's detail, which draws its uPlot chart.
+    row = _row_of(report, PASSING)
+    done = _chromium("--dump-dom", f"{report.as_uri()}#row-{row}")
+    dom = done.stdout
+    assert page_problems(dom, done.stderr) == []
+    counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', dom))
+    assert counts == {"fail": "1", "error": "1", "known issue": "1", "skip": "1", "pass": "1"}
+    assert "5 of 5 checks" in dom
+    # The failure's matplotlib figure was inflated into an image...
+    assert re.search(r'<img class="memory-plot" alt="memory timeline of [^"]+" src="blob:', dom)
+    # ...and the opened passing row drew its downsampled timeline.
+    detail = dom[dom.index(f'id="row-{row}"'):]
+    assert f'title="{PASSING}"' in detail[:300]
+    assert '<div class="uplot' in detail and "<canvas" in detail
+
+    screenshot = tmp_path / "report.png"
+    shot = _chromium(f"--screenshot={screenshot}", report.as_uri())
+    assert screenshot.exists(), shot.stderr
+    from PIL import Image
+    with Image.open(screenshot) as image:
+        assert image.size == (1280, 2400)
+        # A blank capture has a handful of colours; a report has hundreds.
+        assert len(image.convert("RGB").getcolors(maxcolors=100_000) or []) > 200
+    keep = Path(tempfile.gettempdir()) / "mmharness-report-screenshot.png"
+    shutil.copy(screenshot, keep)  # for a person to look at
+
+
+@needs_chromium
+def test_browser_check_catches_a_broken_page(report):
+    """The check above must be able to fail: a page whose script throws."""
+    broken = report.with_name("broken.html")
+    broken.write_text(report.read_text().replace(
+        '<script type="application/json" id="mmh-data">',
+        '<script>undefinedFunction();</script><script type="application/json" id="mmh-data">'))
+    done = _chromium("--dump-dom", broken.as_uri())
+    problems = page_problems(done.stdout, done.stderr)
+    assert any("undefinedFunction is not defined" in p for p in problems)

@@ -1,0 +1,307 @@
+"""The pytest plugin end to end: crafted suites run by pytester (in process,
+or as a real subprocess where a kill or xdist workers are involved)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.results.pytest_plugin import exit_status
+from harness.results.record import CheckRecord
+from harness.results.run import RunResults, load_results
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGINS = 'pytest_plugins = ["harness.pytest_options", "harness.results.pytest_plugin"]\n'
+
+SUITE = '''
+import pytest
+from harness.results.pytest_plugin import set_run_metadata
+from harness.verdicts import Cause, CheckFailure
+
+
+@pytest.fixture
+def engine(check_record, pytestconfig):
+    check_record.engine, check_record.engine_version = "offline:vllm", "0.9.2"
+    set_run_metadata(pytestconfig, engine="vllm", engine_version="0.9.2", device="cpu")
+
+
+@pytest.fixture
+def leaky(check_record):
+    yield
+    raise CheckFailure(Cause.LEAK, "3 engine processes survived")
+
+
+@pytest.fixture
+def engine_that_never_starts():
+    raise CheckFailure(Cause.STARTUP_FAILED, "engine exited during load")
+
+
+def test_pass(engine, check_record):
+    check_record.model = "tiny-llava"
+    check_record.outputs = "<script>alert(1)</script>"
+
+
+def test_oom(engine):
+    raise CheckFailure(Cause.OOM, "ran out at 12 GiB", divergence={"position": 3},
+                       evidence={"peak_gib": 12})
+
+
+def test_plain_assert(engine):
+    assert 1 == 2, "one is not two"
+
+
+def test_harness_bug(engine):
+    {}["missing"]
+
+
+def test_skipped(engine):
+    pytest.skip("needs a GPU")
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_sizes(engine, size):
+    pass
+
+
+def test_startup(engine_that_never_starts, check_record):
+    pass
+
+
+def test_leak_found_in_teardown(engine, leaky):
+    pass
+
+
+def test_not_a_check():
+    pass
+'''
+
+
+def _run(pytester, *args):
+    pytester.makeconftest(PLUGINS)
+    run_dir = pytester.path / "run"
+    result = pytester.runpytest(f"--results-dir={run_dir}",
+                                f"--history={pytester.path / 'history.jsonl'}", *args)
+    return result, run_dir
+
+
+def _by_name(results: RunResults) -> dict[str, CheckRecord]:
+    return {r.id.split("::", 1)[1]: r for r in results.records}
+
+
+def test_verdicts_causes_and_records(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result, run_dir = _run(pytester)
+    records = _by_name(load_results(run_dir))
+
+    assert set(records) == {"test_pass", "test_oom", "test_plain_assert", "test_harness_bug",
+                            "test_skipped", "test_sizes[1]", "test_sizes[2]", "test_startup",
+                            "test_leak_found_in_teardown"}  # not test_not_a_check
+    verdicts = {name: (r.verdict, r.cause) for name, r in records.items()}
+    assert verdicts == {
+        "test_pass": ("pass", None),
+        "test_oom": ("fail", "oom"),
+        "test_plain_assert": ("fail", "assertion"),
+        "test_harness_bug": ("error", "harness: KeyError"),
+        "test_skipped": ("skip", None),
+        "test_sizes[1]": ("pass", None),
+        "test_sizes[2]": ("pass", None),
+        "test_startup": ("error", "startup-failed"),
+        "test_leak_found_in_teardown": ("fail", "leak"),
+    }
+    oom = records["test_oom"]
+    assert (oom.message, oom.divergence, oom.evidence) == ("ran out at 12 GiB", {"position": 3},
+                                                           {"peak_gib": 12})
+    assert "one is not two" in records["test_plain_assert"].message
+    assert records["test_skipped"].message == "needs a GPU"
+    assert records["test_sizes[2]"].params == {"size": 2}
+    assert records["test_pass"].family == "suite"
+    assert records["test_pass"].model == "tiny-llava"
+    assert records["test_pass"].engine_version == "0.9.2"
+    assert set(records["test_pass"].durations) == {"setup", "call", "teardown"}
+
+    results = load_results(run_dir)
+    assert results.run["engine_version"] == "0.9.2" and results.run["device"] == "cpu"
+    assert results.run["command"].startswith("pytest --results-dir=")
+    assert results.run["python"] and results.run["cpu_model"] and results.run["finished"]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert (run_dir / "report.html").exists()
+    assert os.readlink(run_dir.parent / "latest") == "run"
+    history = [json.loads(line) for line in (pytester.path / "history.jsonl").read_text().splitlines()]
+    assert [h["run_id"] for h in history] == ["run"]
+    assert history[0]["not_passing"]["test_suite.py::test_oom"] == "fail"
+    result.stdout.fnmatch_lines([
+        "mmharness: FAILED: 3 fail, 2 error, 1 skip, 3 pass (9 checks)",
+        f"mmharness: report: {run_dir / 'report.html'}",
+    ])
+
+
+def test_every_test_under_scenarios_is_a_check(pytester):
+    pytester.mkdir("scenarios")
+    pytester.makepyfile(**{"scenarios/test_family": "def test_plain():\n    pass\n"})
+    result, run_dir = _run(pytester)
+    [record] = load_results(run_dir).records
+    assert (record.id, record.family, record.verdict) == (
+        "scenarios/test_family.py::test_plain", "family", "pass")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_session_without_checks_leaves_no_run_behind(pytester):
+    pytester.makeconftest(PLUGINS)
+    pytester.makepyfile(test_unit="def test_unit():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.OK
+    assert not (pytester.path / "reports").exists()
+
+
+REGISTRY = '''
+[[issue]]
+check = "test_suite.py::test_oom"
+engine = "vllm"
+engine_versions = ">=0.9,<0.10"
+cause = "oom"
+link = "https://example.invalid/vllm/issues/7"
+reason = "the vision encoder's workspace is not counted in the budget"
+
+[[issue]]
+check = "test_suite.py::test_sizes[*]"
+engine_versions = ">=0.9,<0.10"
+cause = "mismatch"
+link = "https://example.invalid/vllm/issues/8"
+reason = "size 2 batches drift"
+'''
+
+
+def test_known_issues_do_not_fail_the_run(pytester):
+    only_known = SUITE.split("def test_plain_assert")[0]  # pass, oom, engine fixtures
+    pytester.makepyfile(test_suite=only_known + "\n@pytest.mark.parametrize('size', [1])\n"
+                        "def test_sizes(engine, size):\n    pass\n")
+    registry = pytester.path / "known_issues.toml"
+    registry.write_text(REGISTRY)
+    junit = pytester.path / "junit.xml"
+    result, run_dir = _run(pytester, f"--known-issues={registry}", f"--junitxml={junit}")
+
+    records = _by_name(load_results(run_dir))
+    assert records["test_oom"].verdict == "known issue"
+    assert records["test_oom"].known_issue["link"] == "https://example.invalid/vllm/issues/7"
+    assert records["test_sizes[1]"].known_issue_fixed["link"] == "https://example.invalid/vllm/issues/8"
+    result.assert_outcomes(passed=2, xfailed=1)
+    assert result.ret == pytest.ExitCode.OK
+    assert 'message="known issue: https://example.invalid/vllm/issues/7"' in junit.read_text()
+    result.stdout.fnmatch_lines(["mmharness: nothing new from the engine: 1 known issue, 2 pass (3 checks)"])
+
+
+@pytest.mark.parametrize("option, message", [
+    ("--known-issues={path}/missing.toml", "--known-issues: *missing.toml: cannot read the known-issues registry*"),
+    ("--known-issues={path}/bad.toml", "--known-issues: *bad.toml: *#1 is missing link*"),
+    ("--baseline={path}/none/results.json", "--baseline: *none/results.json: no such results file*"),
+])
+def test_bad_registry_or_baseline_stops_the_run_before_it_starts(pytester, option, message):
+    (pytester.path / "bad.toml").write_text('[[issue]]\ncheck = "x"\nengine_versions = ">=1"\n'
+                                            'cause = "oom"\nreason = "r"\n')
+    pytester.makepyfile(test_suite=SUITE)
+    result, run_dir = _run(pytester, option.format(path=pytester.path))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert not run_dir.exists()
+
+
+def test_exit_status_fails_a_run_that_lost_records():
+    green = RunResults(run={}, records=[CheckRecord(id="a", verdict="pass")])
+    lost = RunResults(run={}, records=green.records, problems=["gw0.jsonl:4: unfinished record"])
+    failed = RunResults(run={}, records=[CheckRecord(id="a", verdict="error")])
+    assert exit_status(green, pytest.ExitCode.OK) == pytest.ExitCode.OK
+    assert exit_status(lost, pytest.ExitCode.OK) == pytest.ExitCode.TESTS_FAILED
+    assert exit_status(failed, pytest.ExitCode.OK) == pytest.ExitCode.TESTS_FAILED
+    assert exit_status(green, pytest.ExitCode.INTERRUPTED) == pytest.ExitCode.INTERRUPTED
+
+
+def _subprocess_env():
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+XDIST_SUITE = '''
+import os
+import pytest
+from harness.results.pytest_plugin import set_run_metadata
+
+@pytest.mark.parametrize("i", range(4))
+def test_spread(check_record, pytestconfig, i):
+    set_run_metadata(pytestconfig, engine="vllm", engine_version="0.9.2")
+
+def test_worker_dies(check_record):
+    os.kill(os.getpid(), 9)  # as an in-process engine crash takes its worker down
+'''
+
+
+def test_xdist_workers_share_the_run_and_a_dead_worker_still_leaves_a_record(pytester):
+    pytester.makeconftest(PLUGINS)
+    pytester.makepyfile(test_suite=XDIST_SUITE)
+    run_dir = pytester.path / "run"
+    result = pytester.run(sys.executable, "-m", "pytest", "-p", "xdist", "-n", "2",
+                          f"--results-dir={run_dir}", f"--history={pytester.path / 'h.jsonl'}",
+                          "-p", "no:cacheprovider", timeout=120)
+    results = load_results(run_dir)
+    records = _by_name(results)
+    assert {name for name, r in records.items() if r.verdict == "pass"} == {
+        f"test_spread[{i}]" for i in range(4)}
+    dead = records["test_worker_dies"]
+    assert (dead.verdict, dead.cause) == ("error", "engine-dead")
+    assert "worker died" in dead.message
+    workers = {p.stem for p in (run_dir / "records").glob("*.jsonl")}
+    assert {"gw0", "gw1"} & workers and "main" in workers  # the controller wrote the dead one's
+    assert results.run["engine_version"] == "0.9.2"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+KILLED_SUITE = '''
+import time
+
+def test_one(check_record):
+    pass
+
+def test_two(check_record):
+    check_record.outputs = "done"
+
+def test_hangs(check_record):
+    time.sleep(600)
+'''
+
+
+def test_killed_run_keeps_its_records_and_renders_afterwards(pytester):
+    pytester.makeconftest(PLUGINS)
+    pytester.makepyfile(test_suite=KILLED_SUITE)
+    run_dir = pytester.path / "run"
+    records = run_dir / "records" / "main.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", f"--results-dir={run_dir}",
+                             "-p", "no:cacheprovider", "-q"], cwd=pytester.path,
+                            env=_subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if records.exists() and records.read_text().count("\n") == 2:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the run never wrote its first two records")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert not (run_dir / "results.json").exists()  # killed before the end
+
+    render = subprocess.run([sys.executable, "-m", "harness", "report", "render", str(run_dir),
+                             "--history", str(pytester.path / "h.jsonl")],
+                            cwd=REPO, env=_subprocess_env(), capture_output=True, text=True, timeout=60)
+    assert render.returncode == 0, render.stderr
+    assert "mmharness: nothing new from the engine: 2 pass (2 checks)" in render.stdout
+    results = load_results(run_dir)
+    assert [r.id for r in results.records] == ["test_suite.py::test_one", "test_suite.py::test_two"]
+    assert results.records[1].outputs == "done"
+    assert "did not finish" in (run_dir / "report.html").read_text()
