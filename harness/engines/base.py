@@ -47,6 +47,7 @@ class Engine:
         self.crashed: EngineCrashed | None = None
         self.ready = False
         self.identity: dict = {}
+        self._request_offset = 0
 
     # --- driving -----------------------------------------------------------
     def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling(),
@@ -77,14 +78,20 @@ class Engine:
             return f.read().decode("utf-8", "replace")
 
     # --- death -------------------------------------------------------------
+    def _begin_request(self) -> None:
+        """Remember where the log stood: a crash is classified from what came after,
+        so an earlier request's (survived) traceback is not taken for its cause."""
+        self._request_offset = self.mark().offset
+
     def _crash(self, returncode: int | None, what: str) -> EngineCrashed:
         time.sleep(LOG_SETTLE_S)
         lines = log_tail(self.log_path, 200) if self.log_path else []
+        recent = log_tail(self.log_path, 200, start=self._request_offset) if self.log_path else []
         crash = EngineCrashed(
-            cause=classify(returncode, lines, started=self.ready),
+            cause=classify(returncode, recent, started=self.ready),
             exit_code=returncode if returncode is not None and returncode >= 0 else None,
             signal=signal_name(returncode), log_tail=lines,
-            detail=" ".join(filter(None, [f"{what} died.", engine_message(lines)])))
+            detail=" ".join(filter(None, [f"{what} died.", engine_message(recent)])))
         self.crashed = crash
         return crash
 

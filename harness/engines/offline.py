@@ -98,6 +98,7 @@ class OfflineEngine(Engine):
         n = len(conversations)
         if self.crashed:
             return [self.crashed] * n
+        self._begin_request()
         self._conn.send({"op": "chat", "conversations": conversations,
                          "sampling": sampling.to_dict(), "lora": lora})
         try:

@@ -74,6 +74,7 @@ class OpenAIEngine(Engine):
         n = len(conversations)
         if self.crashed:
             return [self.crashed] * n
+        self._begin_request()
         model = lora["name"] if lora else self.served_model
         client = self._client()
         go = threading.Event()
