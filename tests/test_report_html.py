@@ -2,6 +2,7 @@
 headless Chromium that loads it, runs its script and takes a screenshot."""
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -16,7 +17,7 @@ from harness.results.attachments import attach
 from harness.results.history import Streak
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord
-from harness.results.run import RunResults
+from harness.results.run import RunResults, load_results
 from harness.results.store import RecordWriter, RunLayout
 
 GIB = 2**30
@@ -116,8 +117,6 @@ def test_summary_failures_by_cause_and_since(report):
 
 def test_failure_gets_a_matplotlib_figure_and_the_rest_a_downsampled_timeline(report):
     run_dir = report.parent
-    results = RunResults  # noqa: F841 - the records are read back from results.json below
-    from harness.results.run import load_results
     records = {r.id: r for r in load_results(run_dir).records}
     figure = run_dir / records[FAILING].plot_path
     svg = figure.read_text()
@@ -152,7 +151,7 @@ def page_problems(dom: str, stderr: str) -> list[str]:
         problems.append(f"script errors: {errors.group(1)}")
     if 'data-ready="1"' not in dom:
         problems.append("the page script did not finish")
-    if re.search(r"<html[^>]*data-pwned", dom):
+    if re.search(r'<html\b[^>]*\sdata-pwned="', dom):
         problems.append("engine output ran as markup")
     return problems
 
@@ -199,11 +198,53 @@ def test_browser_renders_report_without_errors(report, tmp_path):
 
 @needs_chromium
 def test_browser_check_catches_a_broken_page(report):
-    """The check above must be able to fail: a page whose script throws."""
+    """The checks above must be able to fail: a page whose script throws and
+    that lets engine output in unescaped."""
     broken = report.with_name("broken.html")
     broken.write_text(report.read_text().replace(
         '<script type="application/json" id="mmh-data">',
-        '<script>undefinedFunction();</script><script type="application/json" id="mmh-data">'))
+        f'{PWN}<script>undefinedFunction();</script><script type="application/json" id="mmh-data">'))
     done = _chromium("--dump-dom", broken.as_uri())
     problems = page_problems(done.stdout, done.stderr)
     assert any("undefinedFunction is not defined" in p for p in problems)
+    assert "engine output ran as markup" in problems
+
+
+# Drives the page the way a reader does, then leaves what it saw on <html>.
+READER = """<script>
+(function () {
+  function rows() { return Array.prototype.slice.call(document.querySelectorAll("#checks tr.row")); }
+  function ids() { return rows().map(function (r) { return r.cells[0].title; }); }
+  function type(id, value) { var el = document.getElementById(id); el.value = value; el.dispatchEvent(new Event("input")); }
+  var saw = {};
+  type("f-text", "video"); saw.text = ids(); saw.shown = document.getElementById("f-shown").textContent;
+  type("f-text", ""); type("f-verdict", "pass"); saw.verdict = ids();
+  type("f-verdict", ""); type("f-family", "lora"); saw.family = ids();
+  type("f-family", "");
+  var time = document.querySelectorAll("#checks th")[5];
+  time.click(); saw.ascending = rows().map(function (r) { return r.cells[5].textContent; });
+  time.click(); saw.descending = rows().map(function (r) { return r.cells[5].textContent; });
+  rows()[0].click();
+  var detail = document.querySelector("#checks tr.detail");
+  saw.detail = detail ? detail.textContent : null;
+  document.documentElement.setAttribute("data-reader", JSON.stringify(saw));
+})();
+</script></body>"""
+
+
+@needs_chromium
+def test_table_filters_sorts_and_opens_details_in_the_browser(report):
+    driven = report.with_name("driven.html")
+    driven.write_text(report.read_text().replace("</body>", READER))
+    done = _chromium("--dump-dom", driven.as_uri())
+    assert page_problems(done.stdout, done.stderr) == []
+    saw = json.loads(html.unescape(re.search(r'data-reader="([^"]*)"', done.stdout).group(1)))
+    assert saw["text"] == ["scenarios/test_video.py::test_frames[tiny]",
+                           "scenarios/test_video.py::test_long[tiny]"]
+    assert saw["shown"] == "2 of 5 checks"
+    assert saw["verdict"] == [PASSING]
+    assert saw["family"] == ["scenarios/test_lora.py::test_swap[tiny]"]
+    assert saw["ascending"] == ["0.0", "0.0", "0.0", "3.2", "12.8"]
+    assert saw["descending"] == ["12.8", "3.2", "0.0", "0.0", "0.0"]
+    # The longest check is the failure: its detail shows the message as text.
+    assert "engine ran out of memory on a batch of 4 <script>" in saw["detail"]

@@ -304,4 +304,5 @@ def test_killed_run_keeps_its_records_and_renders_afterwards(pytester):
     results = load_results(run_dir)
     assert [r.id for r in results.records] == ["test_suite.py::test_one", "test_suite.py::test_two"]
     assert results.records[1].outputs == "done"
+    assert results.run["started"] == results.records[0].started  # a killed run has no start of its own
     assert "did not finish" in (run_dir / "report.html").read_text()

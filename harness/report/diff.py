@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from harness.report.format import GIB
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.verdicts import Verdict
 
-GIB = 2**30
 # What a reader compares first when two runs disagree.
 IDENTITY_FIELDS = ("run_id", "engine", "engine_version", "torch", "device", "python",
                    "harness_git_sha", "tier", "started")

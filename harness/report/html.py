@@ -4,37 +4,30 @@ broke, since when and why.
 Order of the page: the verdict counts and run metadata, the diff against a
 baseline, failures grouped by cause, the filterable table of every check,
 then one section per failure with its message, first divergence, log tail
-and memory figure. Every string that came from a check, the engine or a
-log goes through `escape` (or into JSON read back as text by the page's
-script): model output is untrusted.
+and memory figure. Engine output is untrusted: the sections escape it and
+the page's script only ever sets it as text.
 """
 from __future__ import annotations
 
 import base64
 import gzip
-import json
 import re
-from collections import defaultdict
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from harness.report.diff import GIB, RunDiff, diff_runs
-from harness.report.summary import ORDER, summary_line
+from harness.report import sections
+from harness.report.diff import diff_runs
+from harness.report.format import TRIAGE, engine_label
+from harness.report.page_data import page_record, script_json
+from harness.report.summary import summary_line
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.store import write_text_atomic
-from harness.verdicts import Verdict
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "reports" / "template.html"
 VENDOR = Path(__file__).resolve().parent / "vendor"
-# Rows of the table sort failures first, in the order a reader triages.
-TRIAGE = {v.value: i for i, v in enumerate(ORDER)}
-# Text the page's script shows on demand for checks that did not fail;
-# failures keep more.
-OUTPUT_CHARS = {True: 20_000, False: 600}
-MIB = 2**20
 
 
 def render_report(results: RunResults, out: Path, *, baseline: RunResults | None = None,
@@ -44,21 +37,21 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
     records = sorted(results.records, key=lambda r: (TRIAGE.get(r.verdict, 0), r.id))
     index = {r.id: i for i, r in enumerate(records)}
     figures, missing = _figures(records, out.parent)
-    run_engine = _engine(results.run.get("engine"), results.run.get("engine_version"))
+    run_engine = engine_label(results.run.get("engine"), results.run.get("engine_version"))
     diff = diff_runs(baseline, results, memory_pct) if baseline is not None else None
     body = "\n".join([
-        _summary(results, list(history_problems)),
-        _diff(diff, index) if diff else "",
-        _failures_by_cause(records, index, streaks),
-        _appears_fixed(records, index),
-        _table(records),
-        _failure_details(records, index, streaks, figures, missing),
+        sections.summary(results, list(history_problems)),
+        sections.diff_section(diff, index) if diff else "",
+        sections.failures_by_cause(records, index, streaks),
+        sections.appears_fixed(records, index),
+        sections.table(records),
+        sections.failure_details(records, index, streaks, figures, missing),
     ])
     page = _fill(TEMPLATE.read_text(encoding="utf-8"), {
         "TITLE": escape(f"mmharness {results.run.get('run_id', '')}: {summary_line(results)}"),
         "BODY": body,
-        "DATA": _script_json({"engine": run_engine, "records": [
-            _page_record(r, i, streaks.get(r.id), figures.get(r.id), run_engine, out.parent)
+        "DATA": script_json({"engine": run_engine, "records": [
+            page_record(r, i, streaks.get(r.id), figures.get(r.id), run_engine, out.parent)
             for i, r in enumerate(records)]}),
         "UPLOT_JS": (VENDOR / "uPlot.iife.min.js").read_text(encoding="utf-8"),
         "UPLOT_CSS": (VENDOR / "uPlot.min.css").read_text(encoding="utf-8"),
@@ -70,261 +63,6 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
 def _fill(template: str, parts: dict[str, str]) -> str:
     # One pass, so a placeholder inside inserted text is never expanded.
     return re.sub(r"__MMH_([A-Z_]+?)__", lambda m: parts[m.group(1)], template)
-
-
-def _script_json(value: Any) -> str:
-    """JSON inside <script type=application/json>: no '<' may survive, or a
-    '</script>' in model output would end the element."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _page_record(record: CheckRecord, index: int, streak: Streak | None, figure: str | None,
-                 run_engine: str, run_dir: Path) -> dict[str, Any]:
-    """What the page's script needs to list a check and show it on demand.
-    The page carries one of these for every check, so it is kept small:
-    what the whole run shares (the engine) and what is shown server-side
-    (log tails) stay out."""
-    failed = record.verdict not in (Verdict.PASS.value, Verdict.SKIP.value)
-    engine = _engine(record.engine, record.engine_version)
-    fields = record.to_json()
-    data = {
-        "id": record.id, "family": record.family, "verdict": record.verdict,
-        "triage": TRIAGE.get(record.verdict, 0), "cause": record.cause,
-        "message": _clip(record.message or "", OUTPUT_CHARS[failed]), "model": record.model,
-        "engine": engine if engine != run_engine else None,
-        "params": fields["params"],
-        "durations": {k: round(v, 2) for k, v in record.durations.items() if isinstance(v, (int, float))},
-        "peak_memory": record.peak_memory, "memory_budget": record.memory_budget,
-        "divergence": fields["divergence"], "evidence": fields["evidence"],
-        "timeline_path": _relative(record.timeline_path, run_dir),
-        "log_path": _relative(record.log_path, run_dir),
-    }
-    if record.outputs is not None:
-        text = record.outputs if isinstance(record.outputs, str) else json.dumps(
-            record.outputs, ensure_ascii=False, default=repr)
-        data["outputs"] = _clip(text, OUTPUT_CHARS[failed])
-    if record.memory_timeline:
-        data["memory_timeline"] = _compact_timeline(record.memory_timeline)
-    if streak is not None:
-        data["since"], data["since_runs"] = _since(streak), streak.runs
-    if _has_article(record):
-        data["article"] = index
-    if figure:
-        data["figure"] = figure
-    return {key: value for key, value in data.items() if value not in (None, "", [], {})}
-
-
-def _engine(name: str | None, version: Any) -> str:
-    return " ".join(str(part) for part in (name, version) if part)
-
-
-def _relative(path: str | None, run_dir: Path) -> str | None:
-    if not path:
-        return None
-    prefix = str(run_dir) + "/"
-    return path[len(prefix):] if path.startswith(prefix) else path
-
-
-def _compact_timeline(timeline: dict[str, Any]) -> dict[str, Any]:
-    """Memory in MiB, and evenly spaced times as a start and a step."""
-    t = timeline["t"]
-    step = (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else 0
-    even = step > 0 and all(abs(x - (t[0] + i * step)) <= 0.01 * step for i, x in enumerate(t))
-    return {"t": {"start": round(t[0], 3), "step": round(step, 4), "n": len(t)} if even
-            else [round(x, 2) for x in t],
-            "mib": {name: [None if v is None else round(v / MIB) for v in values]
-                    for name, values in timeline["series"].items()}}
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
-
-
-def _verdict(verdict: str | None) -> str:
-    verdict = verdict or "error"
-    return f'<span class="verdict {_css(verdict)}">{escape(verdict)}</span>'
-
-
-def _css(verdict: str) -> str:
-    return verdict.replace(" ", "-")
-
-
-def _summary(results: RunResults, history_problems: list[str]) -> str:
-    run, counts = results.run, results.counts
-    banner = ('<div class="banner green">Nothing new from the engine.</div>' if results.green else
-              f'<div class="banner red">{len(results.failures)} check(s) failed'
-              f'{", " + str(len(results.problems)) + " record line(s) unreadable" if results.problems else ""}'
-              f'.</div>')
-    chips = "".join(
-        f'<div class="count {_css(v.value)}" data-verdict="{escape(v.value)}" data-count="{counts[v.value]}">'
-        f'<b>{counts[v.value]}</b>{escape(v.value)}</div>' for v in ORDER)
-    warnings = "".join(f'<div class="banner warn">{escape(p)}</div>'
-                       for p in [*results.problems, *history_problems])
-    return (f'<header><h1>mmharness run {escape(str(run.get("run_id", "")))}</h1>{banner}'
-            f'<section id="summary"><div class="counts">{chips}'
-            f'<div class="count"><b>{len(results.records)}</b>checks</div></div>{warnings}'
-            f'{_metadata(run)}</section></header>')
-
-
-# Run fields the metadata table shows under its own labels (or not at all).
-SHOWN_RUN_FIELDS = {"engine", "engine_version", "torch", "device", "tier", "started", "finished",
-                    "command", "harness_git_sha", "harness_git_dirty", "python", "harness_torch",
-                    "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status"}
-
-
-def _metadata(run: dict[str, Any]) -> str:
-    rows = [
-        ("engine", " ".join(str(run[k]) for k in ("engine", "engine_version") if run.get(k))),
-        ("engine torch", run.get("torch")),
-        ("device", run.get("device")),
-        ("tier", run.get("tier")),
-        ("started", run.get("started")),
-        ("finished", run.get("finished") or "did not finish (records merged after the run)"),
-        ("command", run.get("command")),
-        ("harness git sha", (run.get("harness_git_sha") or "") + (" (uncommitted changes)" if run.get("harness_git_dirty") else "")),
-        ("python", run.get("python")),
-        ("harness torch", run.get("harness_torch")),
-        ("GPUs", _gpus(run.get("gpus") or [])),
-        ("CPU", run.get("cpu_model")),
-        ("platform", run.get("platform")),
-    ]
-    # Whatever else the engine fixtures reported, after the usual fields.
-    rows += [(key, value) for key, value in run.items() if key not in SHOWN_RUN_FIELDS]
-    body = "".join(f"<tr><th>{escape(key)}</th><td class='mono'>{escape(_text(value))}</td></tr>"
-                   for key, value in rows if value not in (None, "", []))
-    return f'<table class="meta">{body}</table>'
-
-
-def _gpus(gpus: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{g['name']} · {g['memory_bytes'] / GIB:.0f} GiB · driver {g['driver']}"
-                     if "name" in g else str(g.get("error", g)) for g in gpus)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
-def _link(record: CheckRecord, index: dict[str, int]) -> str:
-    return f'<a href="#check-{index[record.id]}" class="mono">{escape(record.id)}</a>'
-
-
-def _since(streak: Streak | None) -> str:
-    if streak is None:
-        return ""
-    if streak.runs <= 1:
-        return "new in this run"
-    return f"failing since {streak.since_run} ({streak.runs} runs)"
-
-
-def _first_line(message: str) -> str:
-    lines = (message or "").strip().splitlines()
-    return lines[0][:240] if lines else ""
-
-
-def _failures_by_cause(records: list[CheckRecord], index: dict[str, int],
-                       streaks: dict[str, Streak]) -> str:
-    groups: dict[str, list[CheckRecord]] = defaultdict(list)
-    for record in records:
-        if record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value:
-            groups[(record.cause or "unknown").split(":", 1)[0].strip()].append(record)
-    if not groups:
-        return '<section id="failures"><h2>Failures by cause</h2><p>None.</p></section>'
-    parts = ['<section id="failures"><h2>Failures by cause</h2>']
-    # Causes with new failures first, known issues last.
-    for cause, members in sorted(groups.items(), key=lambda g: (-sum(r.is_failure for r in g[1]), g[0])):
-        items = "".join(
-            f'<li>{_verdict(r.verdict)} {_link(r, index)} '
-            f'<span class="msg">{escape(_first_line(r.message))}</span> '
-            f'<span class="since">{escape(_since(streaks.get(r.id)))}</span></li>' for r in members)
-        parts.append(f'<div class="cause-group" data-cause="{escape(cause)}"><h3>{escape(cause)} '
-                     f'({len(members)})</h3><ul>{items}</ul></div>')
-    parts.append("</section>")
-    return "".join(parts)
-
-
-def _appears_fixed(records: list[CheckRecord], index: dict[str, int]) -> str:
-    fixed = [r for r in records if r.known_issue_fixed]
-    if not fixed:
-        return ""
-    items = "".join(f'<li><a href="#row-{index[r.id]}" class="mono">{escape(r.id)}</a>: '
-                    f'{escape(r.known_issue_fixed.get("reason", ""))} '
-                    f'(<a href="{escape(r.known_issue_fixed.get("link", ""))}">{escape(r.known_issue_fixed.get("link", ""))}</a>)</li>'
-                    for r in fixed)
-    return (f'<section id="appears-fixed"><h2>Known issues that appear fixed ({len(fixed)})</h2>'
-            f'<p>These checks match a known-issues entry but passed: retire the entry once confirmed.</p>'
-            f'<ul>{items}</ul></section>')
-
-
-def _table(records: list[CheckRecord]) -> str:
-    """The filter controls and an empty table: the page's script fills it
-    from the records' JSON, one page of rows at a time."""
-    verdicts = "".join(f'<option value="{escape(v.value)}">{escape(v.value)}</option>' for v in ORDER)
-    families = "".join(f"<option>{escape(f)}</option>" for f in sorted({r.family for r in records}))
-    return (f'<section id="table"><h2>Checks</h2><div class="filters">'
-            f'<input id="f-text" type="search" placeholder="filter: check id, cause, message, model">'
-            f'<select id="f-verdict"><option value="">all verdicts</option>{verdicts}</select>'
-            f'<select id="f-family"><option value="">all families</option>{families}</select>'
-            f'<span id="f-shown"></span><span class="msg">Click a header to sort, a row for its detail.</span></div>'
-            f'<table id="checks"><colgroup><col style="width:34%"><col style="width:11%">'
-            f'<col style="width:8%"><col style="width:11%"><col style="width:11%"><col style="width:6%">'
-            f'<col style="width:9%"><col style="width:10%"></colgroup><thead><tr>'
-            f'<th>check</th><th>family</th><th>verdict</th><th>cause</th>'
-            f'<th>model</th><th>time (s)</th><th>peak memory</th><th>failing since</th></tr></thead>'
-            f'<tbody></tbody></table><button id="f-more" hidden>show more</button></section>')
-
-
-def _has_article(record: CheckRecord) -> bool:
-    return record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value
-
-
-def _failure_details(records: list[CheckRecord], index: dict[str, int],
-                     streaks: dict[str, Streak], figures: dict[str, str], missing: dict[str, str]) -> str:
-    articles = [_article(r, index[r.id], streaks.get(r.id), r.id in figures, missing.get(r.id))
-                for r in records if _has_article(r)]
-    if not articles:
-        return ""
-    return f'<section id="details"><h2>Failures in detail</h2>{"".join(articles)}</section>'
-
-
-def _article(r: CheckRecord, i: int, streak: Streak | None, has_figure: bool,
-             missing_figure: str | None) -> str:
-    facts = [("verdict", None), ("cause", r.cause), ("since", _since(streak)),
-             ("engine", " ".join(filter(None, [r.engine, r.engine_version]))), ("model", r.model),
-             ("parameters", json.dumps(r.params, ensure_ascii=False) if r.params else ""),
-             ("durations (s)", json.dumps(r.durations) if r.durations else ""),
-             ("peak memory", ", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in r.peak_memory.items())),
-             ("log", r.log_path), ("timeline", r.timeline_path)]
-    kv = "".join(f"<div>{escape(k)}</div><div class='mono'>{_verdict(r.verdict) if k == 'verdict' else escape(str(v))}</div>"
-                 for k, v in facts if k == "verdict" or v)
-    parts = [f'<article class="check" id="check-{i}"><h3>{escape(r.id)}</h3><div class="kv">{kv}</div>']
-    if r.known_issue:
-        link = r.known_issue.get("link")
-        parts.append(f'<p>Known issue: {escape(r.known_issue.get("reason", ""))}'
-                     + (f' (<a href="{escape(link)}">{escape(link)}</a>)' if link else "") + "</p>")
-    parts.append(f"<h4>Message</h4><pre>{escape(r.message or '(none)')}</pre>")
-    if r.divergence is not None:
-        parts.append(f"<h4>First divergence</h4><pre>{escape(_pretty(r.divergence))}</pre>")
-    if r.outputs is not None:
-        parts.append(f"<h4>Engine output</h4><pre>{escape(_clip(_pretty(r.outputs), OUTPUT_CHARS[True]))}</pre>")
-    if r.evidence:
-        parts.append(f"<h4>Evidence</h4><pre>{escape(_pretty(r.evidence))}</pre>")
-    if r.log_tail:
-        # The box opens scrolled to the end of the log, where the error is.
-        parts.append(f'<h4>Log tail</h4><div class="tail"><pre>{escape(r.log_tail)}</pre></div>')
-    if has_figure:
-        # The page's script turns the figure into an image as it scrolls
-        # into view: decoding every figure up front would cost more than
-        # the rest of the page.
-        parts.append(f'<h4>Memory</h4><div class="plot" data-figure="{i}"></div>')
-    elif missing_figure:
-        parts.append(f'<h4>Memory</h4><p class="msg">{escape(missing_figure)}</p>')
-    elif r.memory_timeline:
-        parts.append(f'<h4>Memory (downsampled)</h4><div class="chart" data-i="{i}"></div>')
-    parts.append("</article>")
-    return "".join(parts)
 
 
 def _figures(records: list[CheckRecord], run_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -343,38 +81,3 @@ def _figures(records: list[CheckRecord], run_dir: Path) -> tuple[dict[str, str],
             continue
         figures[record.id] = base64.b64encode(gzip.compress(svg, mtime=0)).decode("ascii")
     return figures, missing
-
-
-def _pretty(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
-
-
-def _diff(diff: RunDiff, index: dict[str, int]) -> str:
-    identity = "".join(
-        f"<tr><th>{escape(key)}</th><td class='mono{' changed' if old != new else ''}'>{escape(_text(old) if old is not None else '-')}</td>"
-        f"<td class='mono{' changed' if old != new else ''}'>{escape(_text(new) if new is not None else '-')}</td></tr>"
-        for key, old, new in diff.identity)
-
-    def listing(title: str, key: str, items: list[str]) -> str:
-        body = "".join(f"<li>{item}</li>" for item in items) or "<li>none</li>"
-        return f'<h3 data-diff="{key}" data-count="{len(items)}">{escape(title)} ({len(items)})</h3><ul>{body}</ul>'
-
-    new = [f"{_verdict(r.verdict)} {_link(r, index)} <span class='msg'>{escape(_first_line(r.message))}</span> "
-           f"(was {escape(was or 'not run')})" for r, was in diff.new_failures]
-    fixed = [f"<a href='#row-{index[r.id]}' class='mono'>{escape(r.id)}</a> (was {escape(was)})"
-             for r, was in diff.fixed]
-    still = [f"{_verdict(r.verdict)} {_link(r, index)} <span class='msg'>{escape(_first_line(r.message))}</span>"
-             for r, _ in diff.still_failing]
-    moves = "".join(
-        f"<tr><td class='mono'>{escape(m.check)}</td><td>{escape(m.series)}</td>"
-        f"<td>{m.old / GIB:.2f} GiB</td><td>{m.new / GIB:.2f} GiB</td><td>{m.percent:+.1f}%</td></tr>"
-        for m in diff.memory_moves)
-    moves_table = (f"<table><thead><tr><th>check</th><th>series</th><th>baseline</th><th>this run</th>"
-                   f"<th>change</th></tr></thead><tbody>{moves}</tbody></table>" if moves else "<p>none</p>")
-    return (f'<section id="diff" class="diff"><h2>Against the baseline</h2>'
-            f'<table class="meta"><thead><tr><th></th><th>baseline</th><th>this run</th></tr></thead>'
-            f'<tbody>{identity}</tbody></table>'
-            f'{listing("New failures", "new", new)}{listing("Fixed", "fixed", fixed)}'
-            f'{listing("Still failing", "still", still)}'
-            f'<h3 data-diff="memory" data-count="{len(diff.memory_moves)}">Memory peaks moved by more than '
-            f'{diff.memory_pct:g}% ({len(diff.memory_moves)})</h3>{moves_table}</section>')

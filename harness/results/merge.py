@@ -25,6 +25,10 @@ def merge_run(layout: RunLayout, run_metadata: dict[str, Any]) -> RunResults:
         except (OSError, ValueError) as exc:
             problems.append(f"{meta}: unreadable run metadata ({exc})")
     run = {**run_metadata, **merge_reported(reported)}
+    starts = [r.started for r in records if r.started]
+    if starts:
+        # A killed run never wrote its start: its first record stands in.
+        run.setdefault("started", min(starts))
 
     results = RunResults(run=run, records=records, problems=problems, path=layout.results_json)
     write_results_atomic(layout.results_json, results.to_json())

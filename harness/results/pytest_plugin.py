@@ -121,8 +121,10 @@ def set_run_metadata(config: pytest.Config, **fields: Any) -> None:
     device, ...). Called by the engine fixtures, on whichever worker they
     run; the controller merges what every worker reported."""
     state = config.stash[SESSION]
-    state.reported.update(json_safe(fields))
-    write_json_atomic(state.layout.metadata_file(state.worker), state.reported)
+    reported = {**state.reported, **json_safe(fields)}
+    if reported != state.reported or not state.layout.metadata_file(state.worker).exists():
+        state.reported = reported
+        write_json_atomic(state.layout.metadata_file(state.worker), reported)
 
 
 def _is_check(item: pytest.Item) -> bool:

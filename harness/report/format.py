@@ -1,0 +1,63 @@
+"""Small text helpers shared by the report's HTML sections and its data."""
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from harness.report.summary import ORDER
+from harness.results.history import Streak
+from harness.results.record import CheckRecord
+from harness.verdicts import Verdict
+
+GIB = 2**30
+MIB = 2**20
+# Checks are listed failures first, in the order a reader triages them.
+TRIAGE = {v.value: i for i, v in enumerate(ORDER)}
+# Characters of engine output and messages kept for checks that passed or
+# were skipped (False) and for the rest (True).
+OUTPUT_CHARS = {True: 20_000, False: 600}
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
+
+
+def pretty(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def first_line(message: str) -> str:
+    lines = (message or "").strip().splitlines()
+    return lines[0][:240] if lines else ""
+
+
+def engine_label(name: str | None, version: Any) -> str:
+    return " ".join(str(part) for part in (name, version) if part)
+
+
+def since_text(streak: Streak | None) -> str:
+    if streak is None:
+        return ""
+    if streak.runs <= 1:
+        return "new in this run"
+    return f"failing since {streak.since_run} ({streak.runs} runs)"
+
+
+def has_detail(record: CheckRecord) -> bool:
+    return record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value
+
+
+def verdict_badge(verdict: str | None) -> str:
+    verdict = verdict or "error"
+    return f'<span class="verdict {css_class(verdict)}">{escape(verdict)}</span>'
+
+
+def css_class(verdict: str) -> str:
+    return verdict.replace(" ", "-")
