@@ -1,0 +1,37 @@
+"""The engine pool: one start per configuration, a crashed engine replaced
+for the next scenario with the crash kept against the one that saw it."""
+import os
+import signal
+
+import pytest
+
+from harness.engines.base import Sampling
+from harness.engines.pool import EnginePool
+from harness.engines.results import Completion, EngineCrashed
+from harness.workloads.chat import user
+
+pytestmark = pytest.mark.engine
+
+
+def test_shared_start_then_replacement_after_a_crash(tiny_gemma4, interpreter, tmp_path):
+    model, args = tiny_gemma4
+    pool = EnginePool(interpreter, tmp_path)
+    try:
+        first = pool.get("offline", str(model), args, scenario="s1")
+        assert pool.get("offline", str(model), args, scenario="s2") is first
+        core = next(pid for pid, name in first.proc.vital.items() if "EngineCore" in name)
+        os.kill(core, signal.SIGKILL)
+        [r] = first.chat([user("hi")], Sampling(max_tokens=4))
+        assert isinstance(r, EngineCrashed)
+        pool.note_crash(first, "s2")
+
+        second = pool.get("offline", str(model), args, scenario="s3")
+        assert second is not first
+        assert isinstance(second.chat([user("hi")], Sampling(max_tokens=4))[0], Completion)
+        retired = pool.retired[0]
+        assert retired.engine is first and retired.crashed_in == "s2"
+        assert retired.served == ["s1", "s2"]
+        assert pool.entries[next(iter(pool.entries))].served == ["s3"]
+        assert len(list(tmp_path.glob("*.log"))) == 2  # one log per engine start
+    finally:
+        assert all(not left for left in pool.close_all().values())
