@@ -225,9 +225,16 @@ READER = """<script>
   time.click(); saw.ascending = rows().map(function (r) { return r.cells[5].textContent; });
   time.click(); saw.descending = rows().map(function (r) { return r.cells[5].textContent; });
   rows()[0].click();
-  var detail = document.querySelector("#checks tr.detail");
-  saw.detail = detail ? detail.textContent : null;
-  document.documentElement.setAttribute("data-reader", JSON.stringify(saw));
+  var tries = 0;
+  (function waitForDetail() {  // details are inflated asynchronously
+    var detail = document.querySelector("#checks tr.detail");
+    if (detail && detail.textContent !== "loading…" || ++tries > 100) {
+      saw.detail = detail ? detail.textContent : null;
+      document.documentElement.setAttribute("data-reader", JSON.stringify(saw));
+    } else {
+      setTimeout(waitForDetail, 20);
+    }
+  })();
 })();
 </script></body>"""
 

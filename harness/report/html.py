@@ -19,7 +19,7 @@ from typing import Iterable
 from harness.report import sections
 from harness.report.diff import diff_runs
 from harness.report.format import TRIAGE, engine_label
-from harness.report.page_data import page_record, script_json
+from harness.report.page_data import page_data, script_json
 from harness.report.summary import summary_line
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
@@ -50,9 +50,7 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
     page = _fill(TEMPLATE.read_text(encoding="utf-8"), {
         "TITLE": escape(f"mmharness {results.run.get('run_id', '')}: {summary_line(results)}"),
         "BODY": body,
-        "DATA": script_json({"engine": run_engine, "records": [
-            page_record(r, i, streaks.get(r.id), figures.get(r.id), run_engine, out.parent)
-            for i, r in enumerate(records)]}),
+        "DATA": script_json(page_data(records, streaks, figures, run_engine, out.parent)),
         "UPLOT_JS": (VENDOR / "uPlot.iife.min.js").read_text(encoding="utf-8"),
         "UPLOT_CSS": (VENDOR / "uPlot.min.css").read_text(encoding="utf-8"),
     })

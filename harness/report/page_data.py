@@ -1,13 +1,15 @@
 """The records' JSON the page's script reads: the table's rows and each
-check's detail, drawn on demand. The page carries one entry per check, so
-each is kept small."""
+check's detail, drawn on demand."""
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from pathlib import Path
 from typing import Any
 
-from harness.report.format import MIB, OUTPUT_CHARS, TRIAGE, clip, engine_label, has_detail, since_text
+from harness.report.format import (MIB, OUTPUT_CHARS, TRIAGE, clip, engine_label, first_line,
+                                   has_detail, since_text)
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.verdicts import Verdict
@@ -20,19 +22,43 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def page_record(record: CheckRecord, index: int, streak: Streak | None, figure: str | None,
-                run_engine: str, run_dir: Path) -> dict[str, Any]:
-    """What the page's script needs to list a check and show it on demand.
-    The page carries one of these for every check, so it is kept small:
-    what the whole run shares (the engine) and what is shown server-side
-    (log tails) stay out."""
+def page_data(records: list[CheckRecord], streaks: dict[str, Streak], figures: dict[str, str],
+              run_engine: str, run_dir: Path) -> dict[str, Any]:
+    """The table's rows as plain JSON, read when the page opens; every
+    check's detail as one gzipped, base64 blob that the page inflates the
+    first time a reader opens a row. Most of the bytes are details nobody
+    opens, so the page opens as fast as the table alone."""
+    rows = [_row(r, i, streaks.get(r.id), figures.get(r.id)) for i, r in enumerate(records)]
+    details = [_detail(r, run_engine, run_dir) for r in records]
+    blob = json.dumps(details, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
+    return {"engine": run_engine, "records": rows,
+            "details": base64.b64encode(gzip.compress(blob, mtime=0)).decode("ascii")}
+
+
+def _row(record: CheckRecord, index: int, streak: Streak | None, figure: str | None) -> dict[str, Any]:
+    peak_name, peak = max(record.peak_memory.items(), key=lambda kv: kv[1], default=(None, None))
+    row = {
+        "id": record.id, "family": record.family, "verdict": record.verdict,
+        "triage": TRIAGE.get(record.verdict, 0), "cause": record.cause, "model": record.model,
+        "summary": first_line(record.message)[:120],
+        "total": round(sum(v for v in record.durations.values() if isinstance(v, (int, float))), 2),
+        "peak": peak, "peak_name": peak_name,
+    }
+    if streak is not None:
+        row["since"], row["since_runs"] = since_text(streak), streak.runs
+    if has_detail(record):
+        row["article"] = index
+    if figure:
+        row["figure"] = figure
+    return _compact(row)
+
+
+def _detail(record: CheckRecord, run_engine: str, run_dir: Path) -> dict[str, Any]:
     failed = record.verdict not in (Verdict.PASS.value, Verdict.SKIP.value)
     engine = engine_label(record.engine, record.engine_version)
     fields = record.to_json()
-    data = {
-        "id": record.id, "family": record.family, "verdict": record.verdict,
-        "triage": TRIAGE.get(record.verdict, 0), "cause": record.cause,
-        "message": clip(record.message or "", OUTPUT_CHARS[failed]), "model": record.model,
+    detail = {
+        "message": clip(record.message or "", OUTPUT_CHARS[failed]),
         "engine": engine if engine != run_engine else None,
         "params": fields["params"],
         "durations": {k: round(v, 2) for k, v in record.durations.items() if isinstance(v, (int, float))},
@@ -44,15 +70,13 @@ def page_record(record: CheckRecord, index: int, streak: Streak | None, figure: 
     if record.outputs is not None:
         text = record.outputs if isinstance(record.outputs, str) else json.dumps(
             record.outputs, ensure_ascii=False, default=repr)
-        data["outputs"] = clip(text, OUTPUT_CHARS[failed])
+        detail["outputs"] = clip(text, OUTPUT_CHARS[failed])
     if record.memory_timeline:
-        data["memory_timeline"] = _compact_timeline(record.memory_timeline)
-    if streak is not None:
-        data["since"], data["since_runs"] = since_text(streak), streak.runs
-    if has_detail(record):
-        data["article"] = index
-    if figure:
-        data["figure"] = figure
+        detail["memory_timeline"] = _compact_timeline(record.memory_timeline)
+    return _compact(detail)
+
+
+def _compact(data: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if value not in (None, "", [], {})}
 
 
