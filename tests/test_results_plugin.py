@@ -153,6 +153,19 @@ def test_every_test_under_scenarios_is_a_check(pytester):
     assert result.ret == pytest.ExitCode.OK
 
 
+def test_scenario_module_that_cannot_be_collected_leaves_a_record(pytester):
+    pytester.mkdir("scenarios")
+    pytester.makepyfile(**{"scenarios/test_broken": "import no_such_module\n",
+                           "scenarios/test_fine": "def test_ok():\n    pass\n"})
+    result, run_dir = _run(pytester, "--continue-on-collection-errors")
+    records = {r.id: r for r in load_results(run_dir).records}
+    broken = records["scenarios/test_broken.py"]
+    assert (broken.verdict, broken.cause, broken.family) == ("error", "harness: collection error", "broken")
+    assert "No module named 'no_such_module'" in broken.message
+    assert records["scenarios/test_fine.py::test_ok"].verdict == "pass"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 def test_session_without_checks_leaves_no_run_behind(pytester):
     pytester.makeconftest(PLUGINS)
     pytester.makepyfile(test_unit="def test_unit():\n    pass\n")

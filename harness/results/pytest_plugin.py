@@ -3,9 +3,14 @@ at the end of the session, results.json, the history line, report.html,
 the `latest` pointer and a one-line summary.
 
 Which tests are checks: every test under `<rootdir>/scenarios/` and every
-test that asks for the `check_record` fixture. Other tests (the harness's
-own unit tests) leave no record, and a session with no check leaves no run
-directory behind.
+test that asks for the `check_record` fixture (directly or through another
+fixture). A scenario module that fails to collect leaves an error record
+of its own. Other tests leave no record, and a session with no check
+leaves no run directory behind.
+
+The run directory is --results-dir or `<rootdir>/reports/run-<UTC time>`;
+`latest` beside it is a symlink to the newest run, and --history
+(`<rootdir>/reports/history.jsonl`) gets one line per run.
 
 Under xdist each worker appends to its own `records/<worker>.jsonl` in the
 controller's run directory; the controller merges them. A failure matching
@@ -84,6 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
         baseline_path=_baseline(config),
         results_dir_given=bool(config.getoption("results_dir", None)),
         writer=RecordWriter(layout, worker))
+    if workerinput is None:
+        config.pluginmanager.register(_CollectionErrors(config), "mmharness-collection-errors")
 
 
 def _known_issues(config: pytest.Config, root: Path) -> list[KnownIssue]:
@@ -247,6 +254,29 @@ def _finish(record: CheckRecord, state: _Session) -> None:
         record.evidence.setdefault("harness_notes", []).append(
             f"attachments failed: {type(exc).__name__}: {exc}")
     state.writer.append(record)
+
+
+class _CollectionErrors:
+    """A scenario module that cannot be collected has no tests to leave
+    records, so it leaves one itself: otherwise the morning report would not
+    show that a whole family never ran. Registered on the controller only
+    (xdist workers each report the same error to it)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.seen: set[str] = set()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if not report.failed or not report.nodeid.startswith("scenarios/") or report.nodeid in self.seen:
+            return
+        self.seen.add(report.nodeid)
+        state = self.config.stash[SESSION]
+        path = report.nodeid.split("::", 1)[0]
+        state.writer.append(CheckRecord(
+            id=report.nodeid, family=Path(path).stem.removeprefix("test_"),
+            tier=self.config.getoption("tier", None), verdict=Verdict.ERROR.value,
+            cause="harness: collection error", message=str(report.longrepr)[-4000:],
+            worker=state.worker, started=_now(), finished=_now()))
 
 
 @pytest.hookimpl(optionalhook=True)
