@@ -79,6 +79,11 @@ def test_leak_found_in_teardown(engine, leaky):
     pass
 
 
+@pytest.mark.xfail(reason="tracked upstream")
+def test_marked_xfail(engine):
+    assert False
+
+
 def test_not_a_check():
     pass
 '''
@@ -103,7 +108,7 @@ def test_verdicts_causes_and_records(pytester):
 
     assert set(records) == {"test_pass", "test_oom", "test_plain_assert", "test_harness_bug",
                             "test_skipped", "test_sizes[1]", "test_sizes[2]", "test_startup",
-                            "test_leak_found_in_teardown"}  # not test_not_a_check
+                            "test_leak_found_in_teardown", "test_marked_xfail"}  # not test_not_a_check
     verdicts = {name: (r.verdict, r.cause) for name, r in records.items()}
     assert verdicts == {
         "test_pass": ("pass", None),
@@ -115,7 +120,10 @@ def test_verdicts_causes_and_records(pytester):
         "test_sizes[2]": ("pass", None),
         "test_startup": ("error", "startup-failed"),
         "test_leak_found_in_teardown": ("fail", "leak"),
+        "test_marked_xfail": ("known issue", None),
     }
+    assert records["test_marked_xfail"].known_issue == {"check": "pytest xfail marker",
+                                                        "reason": "tracked upstream"}
     oom = records["test_oom"]
     assert (oom.message, oom.divergence, oom.evidence) == ("ran out at 12 GiB", {"position": 3},
                                                            {"peak_gib": 12})
@@ -138,7 +146,7 @@ def test_verdicts_causes_and_records(pytester):
     assert [h["run_id"] for h in history] == ["run"]
     assert history[0]["not_passing"]["test_suite.py::test_oom"] == "fail"
     result.stdout.fnmatch_lines([
-        "mmharness: FAILED: 3 fail, 2 error, 1 skip, 3 pass (9 checks)",
+        "mmharness: FAILED: 3 fail, 2 error, 1 known issue, 1 skip, 3 pass (10 checks)",
         f"mmharness: report: {run_dir / 'report.html'}",
     ])
 

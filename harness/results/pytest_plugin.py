@@ -207,7 +207,7 @@ def _fold_phase(record: CheckRecord, report: pytest.TestReport, call: pytest.Cal
         record.cause, record.message = error.cause, error.message
         record.divergence = json_safe(error.divergence)
         record.evidence.update(json_safe(error.evidence))
-    elif isinstance(error, AssertionError) or isinstance(error, pytest.fail.Exception):
+    elif isinstance(error, (AssertionError, pytest.fail.Exception)):
         record.verdict = Verdict.ERROR.value if call.when == "setup" else Verdict.FAIL.value
         record.cause, record.message = "assertion", _exception_text(call)
     else:
