@@ -220,6 +220,27 @@ def test_models_load_with_the_hub_offline(model_dirs):
 
 
 @pytest.mark.parametrize("arch", KNOWN_ARCHS)
+def test_tokenizer_round_trips_text_and_keeps_the_gemma_id_layout(model_dirs, arch):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dirs[arch])
+    text = "Héllo wörld!\n\n\nÇa va? 42 ✓"
+    ids = tokenizer(text).input_ids
+    assert ids[0] == tokenizer.bos_token_id == 2 and ids.count(2) == 1
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    assert (tokenizer.pad_token_id, tokenizer.eos_token_id) == (0, 1)
+    config = json.loads((model_dirs[arch] / "config.json").read_text())
+    assert len(tokenizer) == config["text_config"]["vocab_size"]
+    if arch == "gemma3n":
+        # vLLM's gemma3n_mm: newline runs are single tokens; the audio range ends the vocabulary.
+        vocab = tokenizer.get_vocab()
+        assert all(run in vocab for run in ("\n", "\n\n", "\n\n\n", "\n\n\n\n"))
+        assert (tokenizer.eoi_token_id, tokenizer.image_token_id) == (512, 513)
+        assert (tokenizer.eoa_token_id, tokenizer.audio_token_id) == (528, 529)
+        assert config["audio_config"]["vocab_offset"] + config["audio_config"]["vocab_size"] == len(tokenizer)
+
+
+@pytest.mark.parametrize("arch", KNOWN_ARCHS)
 def test_processor_applies_the_chat_template_to_audio_image_and_text(model_dirs, arch):
     from transformers import AutoProcessor
 
