@@ -2,19 +2,25 @@
 
 - `model_entry`: parametrized over the tier's model matrix (filter with
   `@pytest.mark.modality("audio")`), module scope so a family shares engines.
-- `engine_for(kind, entry, **engine_arg_overrides)`: a ready engine from the
-  session's pool; the scenario's log slice, engine identity and any crash are
-  attached to its record when it ends.
+- `open_engine(kind, entry, scenario, **engine_arg_overrides)`: an
+  EngineSession from the session's pool, for module-scoped workload runs.
+  A start-up failure does not raise there: each check that needs the engine
+  fails with the start-up cause when it calls `session.require()`.
+- `engine_for(kind, entry, **overrides)`: the same for one test.
+Every check that used an engine gets the engine's identity, its log slice and
+any crash attached to its record (`EngineSession.attach`).
 Bad options (a missing --engine-python, a broken model matrix) stop the run
 before any engine starts.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from harness.engines.base import Engine, LogWindow
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.pool import EnginePool
 from harness.engines.procs import reap_stale
@@ -43,6 +49,51 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("modality")
     entries = [e for e in metafunc.config.stash[MODELS] if marker is None or e.has(marker.args[0])]
     metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[-120:]
+
+
+@dataclass
+class EngineSession:
+    """One scenario's use of a (possibly shared) engine."""
+    kind: str
+    entry: ModelEntry
+    scenario: str
+    model: str
+    engine: Engine | None = None
+    window: LogWindow | None = None
+    failure: CheckFailure | None = None
+    pool: EnginePool | None = None
+    run_dir: Path | None = None
+    _log_copy: Path | None = field(default=None, repr=False)
+
+    def require(self) -> Engine:
+        if self.failure:
+            raise self.failure
+        return self.engine
+
+    def attach(self, record) -> None:
+        """Identity, log slice and any crash onto a check's record."""
+        record.model = self.entry.name
+        if self.engine is None:
+            record.engine = self.kind
+            return
+        ident = self.engine.identity
+        record.engine = f"{self.kind}:{ident.get('distribution')}"
+        record.engine_version = ident.get("version")
+        if self.engine.log_path and self.window:
+            if self._log_copy is None:
+                self._log_copy = self.run_dir / "logs" / f"{_slug(self.scenario)}.log"
+                self._log_copy.parent.mkdir(parents=True, exist_ok=True)
+            # Rewritten per check: the slice grows while the scenario runs.
+            self._log_copy.write_text(self.engine.log_since(self.window))
+            record.log_path = str(self._log_copy)
+        if self.engine.crashed:
+            self.pool.note_crash(self.engine, self.scenario)
+            record.evidence.setdefault("crash", self.engine.crashed.to_dict() |
+                                       {"log_tail": self.engine.crashed.log_tail[-40:]})
 
 
 @pytest.fixture(scope="session")
@@ -75,45 +126,42 @@ def engine_pool(pytestconfig, engine_interpreter):
     assert not leftover, f"engine processes survived teardown: {leftover}"
 
 
-def _slug(nodeid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-120:]
+@pytest.fixture(scope="session")
+def open_engine(pytestconfig, engine_pool, model_paths):
+    run_dir = pytestconfig.stash[SESSION].layout.run_dir
 
-
-@pytest.fixture
-def engine_for(request, pytestconfig, engine_pool, model_paths, check_record):
-    used = []
-
-    def get(kind: str, entry: ModelEntry, **overrides):
+    def open_(kind: str, entry: ModelEntry, scenario: str, **overrides) -> EngineSession:
         if pytestconfig.getoption("engine_url") and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
         args = {**entry.engine_args, **overrides}
+        s = EngineSession(kind, entry, scenario, model_paths(entry), pool=engine_pool, run_dir=run_dir)
         try:
-            engine = engine_pool.get(kind, model_paths(entry), args, scenario=request.node.nodeid,
-                                     name=entry.name, env=entry.env)
+            s.engine = engine_pool.get(kind, s.model, args, scenario=scenario, name=entry.name,
+                                       env=entry.env)
         except EngineStartupFailed as e:
-            raise CheckFailure(e.crash.cause, f"{kind} engine for {entry.name} did not start: "
-                               f"{e.crash.detail}", evidence={"crash": e.crash.to_dict()}) from None
-        used.append((engine, engine.mark()))
-        ident = engine.identity
-        check_record.model = entry.name
-        check_record.engine = f"{kind}:{ident.get('distribution')}"
-        check_record.engine_version = ident.get("version")
+            s.failure = CheckFailure(e.crash.cause, f"{kind} engine for {entry.name} did not start: "
+                                     f"{e.crash.detail}", evidence={"crash": e.crash.to_dict()})
+            return s
+        s.window = s.engine.mark()
+        ident = s.engine.identity
         set_run_metadata(pytestconfig, engine=ident.get("distribution"),
                          engine_version=ident.get("version"), torch=ident.get("torch"),
                          device=ident.get("device"), engine_python=ident.get("python"))
-        return engine
+        return s
+    return open_
+
+
+@pytest.fixture
+def engine_for(request, open_engine, check_record):
+    sessions: list[EngineSession] = []
+
+    def get(kind: str, entry: ModelEntry, **overrides) -> Engine:
+        s = open_engine(kind, entry, request.node.nodeid, **overrides)
+        sessions.append(s)
+        s.attach(check_record)
+        return s.require()
 
     yield get
-    run_dir = pytestconfig.stash[SESSION].layout.run_dir
-    for i, (engine, window) in enumerate(used):
-        if engine.log_path:
-            out = run_dir / "logs" / f"{_slug(request.node.nodeid)}-{i}.log"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(engine.log_since(window))
-            check_record.log_path = str(out)
-        check_record.evidence.setdefault("engine_window", {"started": window.started})
-        if engine.crashed:
-            engine_pool.note_crash(engine, request.node.nodeid)
-            check_record.evidence.setdefault("crash", engine.crashed.to_dict() |
-                                             {"log_tail": engine.crashed.log_tail[-40:]})
+    for s in sessions:
+        s.attach(check_record)

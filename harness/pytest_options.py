@@ -26,3 +26,9 @@ def pytest_addoption(parser):
                 help="emulate a smaller GPU card profile, e.g. l4-22g (GPU tier only)")
     g.addoption("--stress", action="store_true", default=False,
                 help="also run stress settings (many concurrent requests); on in `make run`")
+    g.addoption("--audio-durations", default="1.0,3.5,7.0,12.0",
+                help="clip durations in seconds for the ragged-audio batch (comma-separated, must differ)")
+    g.addoption("--concurrency", type=int, default=4,
+                help="concurrent server requests in the ragged-audio load check")
+    g.addoption("--stress-concurrency", type=int, default=16,
+                help="concurrent server requests in the stress setting (with --stress)")
