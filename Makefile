@@ -18,13 +18,15 @@ models: setup
 	$(VPY) -m fixtures.tiny_models build gemma4
 	$(VPY) -m fixtures.tiny_models build gemma3n
 
+# A broken scenario module becomes an error record; the rest still run.
 run: setup models
-	$(PYTEST) scenarios --tier $(TIER) --stress $(RUN_ARGS)
+	$(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors \
+		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 test: setup
 	$(PYTEST) tests $(TEST_ARGS)
 
-# make diff OLD=reports/run-A/results.json NEW=reports/run-B/results.json
+# make diff OLD=reports/run-A NEW=reports/latest
 diff: setup
 	$(VPY) -m harness report diff $(OLD) $(NEW)
 
