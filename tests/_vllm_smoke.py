@@ -4,7 +4,7 @@
 
 One engine start per model, so every check for that model runs here:
 chat-template prompts (audio, image, text), raw prompts with placeholder
-tokens (audio, image), two different clips, and a text prompt with top-5
+tokens (audio, image, and video for Gemma4), two different clips, and a text prompt with top-5
 logprobs for the comparison against HF transformers. The test reads the
 JSON and judges; this script only runs and records.
 """
@@ -26,8 +26,11 @@ ENGINE_KWARGS = {
     "dtype": "bfloat16",  # float32 audio crashes in oneDNN on this CPU build
     "enforce_eager": True,
     "max_model_len": 2048,
-    "limit_mm_per_prompt": {"image": 1, "audio": 1},
     "seed": 0,
+}
+LIMIT_MM_PER_PROMPT = {
+    "gemma4": {"image": 1, "audio": 1, "video": 1},
+    "gemma3n": {"image": 1, "audio": 1},
 }
 
 # Raw prompts in each model's own turn format. Gemma4: vLLM tokenizes without
@@ -37,6 +40,7 @@ RAW_PROMPTS = {
     "gemma4": {
         "audio": "<bos><|turn>user\n<|audio|>What do you hear?<turn|>\n<|turn>model\n",
         "image": "<bos><|turn>user\n\n\n<|image|>\n\nWhat do you see?<turn|>\n<|turn>model\n",
+        "video": "<bos><|turn>user\n\n\n<|video|>\n\nWhat happens?<turn|>\n<|turn>model\n",
     },
     "gemma3n": {
         "audio": "<start_of_turn>user\n<audio_soft_token>What do you hear?<end_of_turn>\n<start_of_turn>model\n",
@@ -58,6 +62,14 @@ def _clip(spec: dict):
     return media.audio_clip(spec["duration_s"], sample_rate=SAMPLE_RATE, kind=spec["kind"], seed=spec["seed"])
 
 
+def _video(num_frames: int, fps: float, seed: int) -> tuple:
+    """Frames plus the metadata vLLM requires for Gemma4 video (it builds timestamps from it)."""
+    frames = media.video_frames(num_frames, 64, 48, seed=seed)
+    return frames, {"total_num_frames": num_frames, "fps": fps, "duration": num_frames / fps,
+                    "video_backend": "opencv", "frames_indices": list(range(num_frames)),
+                    "do_sample_frames": False}
+
+
 def _record(output) -> dict:
     completion = output.outputs[0]
     return {
@@ -76,7 +88,8 @@ def main(model_dir: str, arch: str, out_path: str) -> None:
     from vllm import LLM, SamplingParams
 
     started = time.monotonic()
-    llm = LLM(model=model_dir, **ENGINE_KWARGS)
+    engine_kwargs = dict(ENGINE_KWARGS, limit_mm_per_prompt=LIMIT_MM_PER_PROMPT[arch])
+    llm = LLM(model=model_dir, **engine_kwargs)
     timings = {"engine_start_s": time.monotonic() - started}
     greedy = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=TOP_LOGPROBS)
     results: dict[str, dict] = {}
@@ -104,11 +117,13 @@ def main(model_dir: str, arch: str, out_path: str) -> None:
         **{f"raw_audio_{name}": {"prompt": raw["audio"], "multi_modal_data": {"audio": (_clip(spec), SAMPLE_RATE)}}
            for name, spec in CLIPS.items()},
     }
+    if "video" in raw:
+        prompts["raw_video"] = {"prompt": raw["video"], "multi_modal_data": {"video": _video(4, 2.0, seed=6)}}
     outputs = timed("raw", lambda: llm.generate(list(prompts.values()), greedy, use_tqdm=False))
     results.update({name: _record(out) for name, out in zip(prompts, outputs)})
 
     Path(out_path).write_text(json.dumps({
-        "arch": arch, "engine_kwargs": ENGINE_KWARGS, "clips": CLIPS, "text_prompt": TEXT_PROMPT,
+        "arch": arch, "engine_kwargs": engine_kwargs, "clips": CLIPS, "text_prompt": TEXT_PROMPT,
         "timings": timings, "results": results,
     }, indent=1))
 

@@ -295,12 +295,14 @@ def _config(run: dict) -> dict:
 
 
 @pytest.mark.engine
-def test_vllm_answers_audio_image_and_text_prompts(vllm_run):
+def test_vllm_answers_media_and_text_prompts(vllm_run):
     config = _config(vllm_run)
     audio_id, image_id = config["audio_token_id"], config["image_token_id"]
     bos = config["bos_token_id"]
     expected_media = {"chat_audio": audio_id, "raw_audio_clip_a": audio_id,
                       "chat_image": image_id, "raw_image": image_id, "chat_text": None}
+    if "video_token_id" in config:
+        expected_media["raw_video"] = config["video_token_id"]
     for name, placeholder in expected_media.items():
         record = vllm_run["results"][name]
         prompt = record["prompt_token_ids"]
