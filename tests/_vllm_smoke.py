@@ -4,9 +4,9 @@
 
 One engine start per model, so every check for that model runs here:
 chat-template prompts (audio, image, text), raw prompts with placeholder
-tokens (audio, image, and video for Gemma4), two different clips, and a text prompt with top-5
-logprobs for the comparison against HF transformers. The test reads the
-JSON and judges; this script only runs and records.
+tokens (audio, image, and video for Gemma4), two different clips, and a
+text prompt with top-5 logprobs for the comparison against HF transformers.
+The test reads the JSON and judges; this script only runs and records.
 """
 from __future__ import annotations
 
