@@ -7,6 +7,8 @@ PYTEST := $(VPY) -m pytest
 TIER ?= cpu
 RUN_ARGS ?=
 TEST_ARGS ?=
+# The CPU tier never reaches a model hub; the GPU tier may (gated ids read HF_TOKEN).
+OFFLINE := $(if $(filter cpu,$(TIER)),HF_HUB_OFFLINE=1)
 
 .PHONY: setup models run test diff bench
 
@@ -20,11 +22,11 @@ models: setup
 
 # A broken scenario module becomes an error record; the rest still run.
 run: setup models
-	$(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors \
+	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors \
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 test: setup
-	$(PYTEST) tests $(TEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PYTEST) tests $(TEST_ARGS)
 
 # make diff OLD=reports/run-A NEW=reports/latest
 diff: setup
