@@ -26,8 +26,10 @@ from harness.engines.pool import EnginePool
 from harness.engines.procs import reap_stale
 from harness.engines.results import EngineStartupFailed
 from harness.models import ModelEntry, ModelMatrixError, models_for
-from harness.results.pytest_plugin import SESSION, set_run_metadata
-from harness.verdicts import CheckFailure
+from harness.memory_watch import MemoryWatch
+from harness.results.pytest_plugin import SESSION, set_run_metadata, write_check
+from harness.results.record import CheckRecord
+from harness.verdicts import Cause, CheckFailure, Verdict
 
 INTERPRETER = pytest.StashKey[EngineInterpreter]()
 MODELS = pytest.StashKey[list[ModelEntry]]()
@@ -67,6 +69,8 @@ class EngineSession:
     failure: CheckFailure | None = None
     pool: EnginePool | None = None
     run_dir: Path | None = None
+    watch: MemoryWatch | None = None
+    t0: float = 0.0  # the sampler's clock when the scenario began
     _log_copy: Path | None = field(default=None, repr=False)
 
     def require(self) -> Engine:
@@ -90,10 +94,24 @@ class EngineSession:
             # Rewritten per check: the slice grows while the scenario runs.
             self._log_copy.write_text(self.engine.log_since(self.window))
             record.log_path = str(self._log_copy)
+        self._attach_memory(record)
         if self.engine.crashed:
             self.pool.note_crash(self.engine, self.scenario)
             record.evidence.setdefault("crash", self.engine.crashed.to_dict() |
                                        {"log_tail": self.engine.crashed.log_tail[-40:]})
+
+
+    def _attach_memory(self, record) -> None:
+        window = self.watch.window(self.t0) if self.watch else None
+        if window is None or not window.timeline:
+            return
+        record.peak_memory = window.peak
+        path = self.run_dir / "timelines" / f"{_slug(self.scenario)}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        window.write_csv(path)
+        record.timeline_path = str(path)
+        record.evidence["sampler"] = {"achieved_hz": round(window.achieved_hz, 1),
+                                      "notes": window.notes}
 
 
 @pytest.fixture(scope="session")
@@ -121,9 +139,36 @@ def engine_pool(pytestconfig, engine_interpreter):
     pool = EnginePool(engine_interpreter, run_dir / "engines",
                       remote_url=pytestconfig.getoption("engine_url"))
     yield pool
-    survivors = pool.close_all()
-    leftover = {log: pids for log, pids in survivors.items() if pids}
-    assert not leftover, f"engine processes survived teardown: {leftover}"
+    pool.close_all()
+    for entry in pool.retired:
+        _write_teardown_check(pytestconfig, entry)
+
+
+def _write_teardown_check(config, entry) -> None:
+    """One record per engine: it was torn down, nothing of it survived, and
+    memory came back (host available memory, or GPU used memory)."""
+    engine = entry.engine
+    record = CheckRecord(id=f"engine_teardown::{Path(str(engine.log_path or engine.name)).stem}",
+                         family="engine_teardown", model=engine.name,
+                         engine=f"{engine.kind}:{engine.identity.get('distribution')}",
+                         engine_version=engine.identity.get("version"),
+                         log_path=str(engine.log_path) if engine.log_path else None,
+                         params={"served": entry.served, "crashed_in": entry.crashed_in})
+    failure = entry.teardown if isinstance(entry.teardown, CheckFailure) else None
+    if entry.survivors:
+        failure = CheckFailure(Cause.LEAK, f"engine processes survived teardown: {entry.survivors}",
+                               evidence={"survivors": entry.survivors, "scenarios": entry.served})
+    if failure:
+        record.verdict, record.cause, record.message = Verdict.FAIL.value, failure.cause, failure.message
+        record.evidence.update(failure.evidence)
+    else:
+        record.verdict = Verdict.PASS.value if entry.teardown is not None else Verdict.SKIP.value
+        record.message = "" if entry.teardown is not None else "no memory watch on this engine"
+        if entry.teardown is not None:
+            record.evidence.update(entry.teardown.evidence())
+    if entry.watch and entry.watch.result:
+        record.peak_memory = entry.watch.result.peak
+    write_check(config, record)
 
 
 @pytest.fixture(scope="session")
@@ -144,6 +189,8 @@ def open_engine(pytestconfig, engine_pool, model_paths):
                                      f"{e.crash.detail}", evidence={"crash": e.crash.to_dict()})
             return s
         s.window = s.engine.mark()
+        s.watch = engine_pool.watch_of(s.engine)
+        s.t0 = s.watch.now() if s.watch else 0.0
         ident = s.engine.identity
         set_run_metadata(pytestconfig, engine=ident.get("distribution"),
                          engine_version=ident.get("version"), torch=ident.get("torch"),

@@ -16,6 +16,7 @@ from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.remote import RemoteEngine
 from harness.engines.server import ServerEngine
+from harness.memory_watch import MemoryWatch
 
 KINDS = ("offline", "server")
 
@@ -23,8 +24,12 @@ KINDS = ("offline", "server")
 @dataclass
 class PoolEntry:
     engine: Engine
+    watch: MemoryWatch | None = None
     served: list[str] = field(default_factory=list)
     crashed_in: str | None = None
+    # The leak check at teardown: a LeakVerdict, or the CheckFailure it raised.
+    teardown: object = None
+    survivors: list[int] = field(default_factory=list)
 
 
 def engine_key(kind: str, model: str, engine_args: dict, python: Path) -> str:
@@ -38,8 +43,12 @@ def _slug(text: str) -> str:
 class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
                  remote_url: str | None = None, start_timeout: float = 600,
-                 request_timeout: float = 600):
+                 request_timeout: float = 600, watch_memory: bool = True):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
+        self.watch_memory = watch_memory
+        # Harness processes on the device (the card ballast): they prove NVML's
+        # pids comparable with ours, and are never counted as the engine's.
+        self.own_pids: list[int] = []
         self.remote_url = remote_url
         self.start_timeout, self.request_timeout = start_timeout, request_timeout
         self.entries: dict[str, PoolEntry] = {}
@@ -56,36 +65,53 @@ class EnginePool:
         key = engine_key(kind, model, engine_args, self.interpreter.python)
         entry = self.entries.get(key)
         if entry and (entry.engine.crashed or not entry.engine.ready):
-            self.retired.append(self.entries.pop(key))
-            entry.engine.close(grace=0.2)
+            self._retire(self.entries.pop(key), grace=0.2)
             entry = None
         if entry is None:
-            entry = PoolEntry(self._start(kind, model, engine_args, name, env or {}))
+            entry = self._start(kind, model, engine_args, name, env or {})
             self.entries[key] = entry
         entry.served.append(scenario)
         return entry.engine
 
-    def _start(self, kind, model, engine_args, name, env) -> Engine:
+    def _start(self, kind, model, engine_args, name, env) -> PoolEntry:
         self._count += 1
         log = self.logs_dir / f"{self._count:02d}-{kind}-{_slug(name)}.log"
         if kind == "remote":
-            return RemoteEngine(model, name=name, request_timeout=self.request_timeout).start()
+            return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
         cls = OfflineEngine if kind == "offline" else ServerEngine
         engine = cls(model, engine_args, self.interpreter, log, name=name, env=env,
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
-        return engine.start()
+        watch = MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids)) if self.watch_memory else None
+        if watch:
+            watch.before_start()
+        engine.start()
+        if watch:
+            watch.start(engine.proc.pid)
+        return PoolEntry(engine, watch)
+
+    def _retire(self, entry: PoolEntry, grace: float = 10.0) -> None:
+        entry.survivors = entry.engine.close(grace=grace)
+        if entry.watch:
+            entry.watch.stop()
+        self.retired.append(entry)
 
     def note_crash(self, engine: Engine, scenario: str) -> None:
         for entry in self.entries.values():
             if entry.engine is engine and entry.crashed_in is None:
                 entry.crashed_in = scenario
 
+    def watch_of(self, engine: Engine) -> MemoryWatch | None:
+        return next((e.watch for e in self.entries.values() if e.engine is engine), None)
+
     def close_all(self) -> dict[str, list[int]]:
-        """Tear every engine down; returns survivors per engine log (must be empty)."""
-        survivors = {}
-        for entry in list(self.entries.values()):
-            left = entry.engine.close()
-            survivors[str(entry.engine.log_path or entry.engine.name)] = left
-            self.retired.append(entry)
+        """Tear every engine down, then each one's leak check, naming the
+        scenarios it served. The checks wait until every engine is down: a
+        baseline taken before engine A started cannot hold while a later
+        engine B still runs. Returns survivors per engine log (must be empty)."""
+        for entry in reversed(list(self.entries.values())):
+            self._retire(entry)
         self.entries.clear()
-        return survivors
+        for entry in self.retired:
+            if entry.watch and entry.teardown is None:
+                entry.teardown = entry.watch.leak_check(entry.served)
+        return {str(e.engine.log_path or e.engine.name): e.survivors for e in self.retired}

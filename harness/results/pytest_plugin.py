@@ -256,6 +256,18 @@ def _finish(record: CheckRecord, state: _Session) -> None:
     state.writer.append(record)
 
 
+def write_check(config: pytest.Config, record: CheckRecord) -> None:
+    """Record a check that is no pytest test (an engine's leak check at its
+    teardown): the same known-issue handling and attachments as a test's."""
+    state = config.stash[SESSION]
+    record.worker, record.tier = state.worker, record.tier or config.getoption("tier", None)
+    record.started = record.started or _now()
+    if record.is_failure:
+        _fill_engine(record, state)
+        apply_known_issues(record, state.known_issues)
+    _finish(record, state)
+
+
 class _CollectionErrors:
     """A scenario module that cannot be collected has no tests to leave
     records, so it leaves one itself: otherwise the morning report would not

@@ -1,0 +1,67 @@
+"""Memory of one engine from ready to teardown: a sampler on its process
+tree (NVML on a GPU machine, host RSS otherwise), per-scenario windows, and
+the leak check once it is torn down."""
+from __future__ import annotations
+
+import psutil
+
+from harness.samplers import HostSampler, NvmlSampler, Sampler, SamplerResult, nvml_unavailable_reason
+from harness.samplers.leak import (LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline,
+                                   host_baseline)
+from harness.verdicts import CheckFailure
+
+
+class MemoryWatch:
+    def __init__(self, tier: str, *, own_pids: tuple[int, ...] = ()):
+        # NVML where there is a GPU tier and a driver; the host's RSS otherwise.
+        self.gpu = tier == "gpu" and nvml_unavailable_reason() is None
+        self.own_pids = own_pids
+        self.baseline: int | dict[int, int] | None = None
+        self.sampler: Sampler | None = None
+        self.result: SamplerResult | None = None
+        self.own_rss_at_baseline = 0
+
+    def before_start(self) -> None:
+        self.baseline = gpu_baseline(_all_devices()) if self.gpu else host_baseline()
+        self.own_rss_at_baseline = psutil.Process().memory_info().rss
+
+    def start(self, root_pid: int) -> None:
+        self.sampler = (NvmlSampler(root_pid, own_pids=self.own_pids) if self.gpu
+                        else HostSampler(root_pid)).start()
+
+    def now(self) -> float:
+        return self.sampler.now() if self.sampler else 0.0
+
+    def window(self, t0: float) -> SamplerResult | None:
+        if self.sampler is None:
+            return None
+        return self.sampler.window(t0, self.sampler.now())
+
+    def stop(self) -> None:
+        if self.sampler is not None and self.sampler.running:
+            self.result = self.sampler.stop()
+
+    def leak_check(self, scenarios: list[str]) -> LeakVerdict | CheckFailure | None:
+        """After the engine is torn down. None when nothing was watched."""
+        if self.sampler is None or self.baseline is None:
+            return None
+        processes = getattr(self.sampler, "pids_seen", [])
+        try:
+            if self.gpu:
+                return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes)
+            # The harness itself grows meanwhile (processors, report figures):
+            # that is not the engine's, so it does not count against it.
+            own_growth = max(psutil.Process().memory_info().rss - self.own_rss_at_baseline, 0)
+            return check_host_teardown(self.baseline - own_growth, processes, scenarios=scenarios)
+        except CheckFailure as failure:
+            return failure
+
+
+def _all_devices() -> list[int]:
+    from harness.samplers import NvmlSession
+
+    session = NvmlSession()
+    try:
+        return list(range(session.device_count()))
+    finally:
+        session.close()
