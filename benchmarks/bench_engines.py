@@ -6,18 +6,16 @@ its 600 s default timeout.
 usage: python benchmarks/bench_engines.py [--runs 5]
 """
 import argparse
-import os
-import signal
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.engines.base import Sampling  # noqa: E402
+from harness.engines.faults import kill_core_during  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402
 from harness.engines.server import ServerEngine  # noqa: E402
@@ -29,17 +27,8 @@ def one_run(cls, model, args, interp, log):
     t0 = time.monotonic()
     eng = cls(model, args, interp, log).start()
     start_s = time.monotonic() - t0
-    core = next(pid for pid, name in eng.proc.vital.items() if "EngineCore" in name)
-    killed = []
-
-    def kill():
-        time.sleep(1.0)
-        killed.append(time.monotonic())
-        os.kill(core, signal.SIGKILL)
-
-    threading.Thread(target=kill, daemon=True).start()
-    results = eng.chat([user(f"long {i}") for i in range(4)], Sampling(max_tokens=1500))
-    verdict_s = time.monotonic() - killed[0]
+    results, verdict_s = kill_core_during(eng, [user(f"long {i}") for i in range(4)],
+                                          Sampling(max_tokens=1500))
     assert not results[0].ok, "the engine answered although its core was killed"
     assert eng.close() == []
     return start_s, verdict_s

@@ -15,3 +15,4 @@ def tiny_gemma4(interpreter):
     """(model dir, engine args) of the CPU tier's tiny Gemma4."""
     entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
     return interpreter.build_tiny_model("gemma4"), entry.engine_args
+

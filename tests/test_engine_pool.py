@@ -6,6 +6,7 @@ import signal
 import pytest
 
 from harness.engines.base import Sampling
+from harness.engines.faults import engine_core_pid
 from harness.engines.pool import EnginePool
 from harness.engines.results import Completion, EngineCrashed
 from harness.workloads.chat import user
@@ -19,8 +20,7 @@ def test_shared_start_then_replacement_after_a_crash(tiny_gemma4, interpreter, t
     try:
         first = pool.get("offline", str(model), args, scenario="s1")
         assert pool.get("offline", str(model), args, scenario="s2") is first
-        core = next(pid for pid, name in first.proc.vital.items() if "EngineCore" in name)
-        os.kill(core, signal.SIGKILL)
+        os.kill(engine_core_pid(first), signal.SIGKILL)
         [r] = first.chat([user("hi")], Sampling(max_tokens=4))
         assert isinstance(r, EngineCrashed)
         pool.note_crash(first, "s2")

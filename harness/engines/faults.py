@@ -1,0 +1,33 @@
+"""Fault injection: kill an engine's core process while a batch is in flight."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from harness.engines.base import Engine, Sampling
+from harness.engines.results import Result
+
+
+def engine_core_pid(engine: Engine) -> int:
+    return next(pid for pid, name in engine.proc.vital.items() if "EngineCore" in name)
+
+
+def kill_core_during(engine: Engine, conversations: list, sampling: Sampling,
+                     delay_s: float = 1.0) -> tuple[list[Result], float]:
+    """SIGKILL the engine core `delay_s` into the batch. Returns the batch's
+    results and the seconds from the kill to the verdict."""
+    core = engine_core_pid(engine)
+    killed_at: list[float] = []
+
+    def kill() -> None:
+        time.sleep(delay_s)
+        killed_at.append(time.monotonic())
+        os.kill(core, signal.SIGKILL)
+
+    threading.Thread(target=kill, daemon=True).start()
+    results = engine.chat(conversations, sampling)
+    if not killed_at:
+        raise RuntimeError(f"the batch ended within {delay_s} s, before the kill: make it longer")
+    return results, time.monotonic() - killed_at[0]
