@@ -6,7 +6,6 @@
   EngineSession from the session's pool, for module-scoped workload runs.
   A start-up failure does not raise there: each check that needs the engine
   fails with the start-up cause when it calls `session.require()`.
-- `engine_for(kind, entry, **overrides)`: the same for one test.
 Every check that used an engine gets the engine's identity, its log slice and
 any crash attached to its record (`EngineSession.attach`).
 Bad options (a missing --engine-python, a broken model matrix) stop the run
@@ -85,7 +84,7 @@ class EngineSession:
             record.engine = self.kind
             return
         ident = self.engine.identity
-        record.engine = f"{self.kind}:{ident.get('distribution')}"
+        record.engine = f"{self.engine.kind}:{ident.get('distribution')}"
         record.engine_version = ident.get("version")
         if self.engine.log_path and self.window:
             if self._log_copy is None:
@@ -197,18 +196,3 @@ def open_engine(pytestconfig, engine_pool, model_paths):
                          device=ident.get("device"), engine_python=ident.get("python"))
         return s
     return open_
-
-
-@pytest.fixture
-def engine_for(request, open_engine, check_record):
-    sessions: list[EngineSession] = []
-
-    def get(kind: str, entry: ModelEntry, **overrides) -> Engine:
-        s = open_engine(kind, entry, request.node.nodeid, **overrides)
-        sessions.append(s)
-        s.attach(check_record)
-        return s.require()
-
-    yield get
-    for s in sessions:
-        s.attach(check_record)

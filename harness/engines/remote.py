@@ -35,7 +35,13 @@ class RemoteEngine(OpenAIEngine):
                                          headers={"Authorization": f"Bearer {self.api_key}"})
             with urllib.request.urlopen(req, timeout=10) as r:
                 self.served_model = json.load(r)["data"][0]["id"]
-        self.identity = {"distribution": "remote", "url": self.base_url, "model": self.served_model}
+        self.identity = {"distribution": "openai-compatible", "version": None,
+                         "url": self.base_url, "model": self.served_model}
+        try:  # vLLM servers say their version; other engines may not
+            with urllib.request.urlopen(f"{self.base_url}/version", timeout=5) as r:
+                self.identity.update(distribution="vllm", version=json.load(r).get("version"))
+        except (OSError, ValueError):
+            pass
         self.ready = True
         return self
 
