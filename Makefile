@@ -22,7 +22,7 @@ models: setup
 
 # A broken scenario module becomes an error record; the rest still run.
 run: setup models
-	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors \
+	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 test: setup

@@ -26,12 +26,15 @@ from harness.engines.procs import reap_stale
 from harness.engines.results import EngineStartupFailed
 from harness.models import ModelEntry, ModelMatrixError, models_for
 from harness.memory_watch import MemoryWatch
-from harness.results.pytest_plugin import SESSION, set_run_metadata, write_check
+from harness.results.pytest_plugin import RECORD, SESSION, set_run_metadata, write_check
 from harness.results.record import CheckRecord
 from harness.verdicts import Cause, CheckFailure, Verdict
 
 INTERPRETER = pytest.StashKey[EngineInterpreter]()
 MODELS = pytest.StashKey[list[ModelEntry]]()
+# Sessions a check's record was attached to, refreshed when the check ends so
+# its log slice and memory window cover what the check itself ran.
+_ATTACHED: dict[int, list["EngineSession"]] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,7 +81,10 @@ class EngineSession:
         return self.engine
 
     def attach(self, record) -> None:
-        """Identity, log slice and any crash onto a check's record."""
+        """Identity, log slice, memory and any crash onto a check's record."""
+        sessions = _ATTACHED.setdefault(id(record), [])
+        if self not in sessions:
+            sessions.append(self)
         record.model = self.entry.name
         if self.engine is None:
             record.engine = self.kind
@@ -111,6 +117,15 @@ class EngineSession:
         record.timeline_path = str(path)
         record.evidence["sampler"] = {"achieved_hz": round(window.achieved_hz, 1),
                                       "notes": window.notes}
+
+
+@pytest.fixture(autouse=True)
+def _refresh_engine_attachments(request):
+    yield
+    record = request.node.stash.get(RECORD, None)
+    for session in _ATTACHED.pop(id(record), []) if record is not None else []:
+        session.attach(record)
+    _ATTACHED.pop(id(record), None)
 
 
 @pytest.fixture(scope="session")

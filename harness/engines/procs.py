@@ -90,33 +90,33 @@ class EngineProcess:
     def terminate(self, grace: float = 10.0, kill_wait: float = 10.0) -> list[int]:
         """Stop the whole tree. Returns pids that survived (should be empty)."""
         self.refresh_children()
-        pgid = self.pid
-        _killpg(pgid, signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and (group_members(pgid) or self._seen_alive()):
-            time.sleep(0.1)
-        _killpg(pgid, signal.SIGKILL)
-        for p in self._seen_alive():
+        _killpg(self.pid, signal.SIGTERM)
+        self._wait_gone(grace)
+        _killpg(self.pid, signal.SIGKILL)
+        for p in self._seen_alive():  # descendants that left the group
             try:
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
-        try:
-            self.popen.wait(timeout=kill_wait)
-        except subprocess.TimeoutExpired:
-            pass
-        deadline = time.monotonic() + kill_wait
-        while time.monotonic() < deadline and (group_members(pgid) or self._seen_alive()):
-            time.sleep(0.1)
-        survivors = sorted({p.pid for p in group_members(pgid)} | {p.pid for p in self._seen_alive()})
+        self._wait_gone(kill_wait)
+        survivors = sorted({p.pid for p in self._remaining()})
         self._release_reaper()
         if not survivors:
             self.pidfile.unlink(missing_ok=True)
         return survivors
+
+    def _remaining(self) -> list[psutil.Process]:
+        return group_members(self.pid) + self._seen_alive()
+
+    def _wait_gone(self, timeout: float) -> None:
+        """Reap the leader, then wait until nothing of the tree is left."""
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._remaining():
+            time.sleep(0.1)
 
     def _seen_alive(self) -> list[psutil.Process]:
         return [p for p in self.seen.values() if _alive(p)]
