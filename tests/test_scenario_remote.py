@@ -1,8 +1,6 @@
 """--engine-url: scenarios against a server the harness did not start. Only
 server-kind checks run; offline ones are skipped with the reason, and solo
 references come from solo requests to the same server."""
-import os
-
 import pytest
 
 from harness.engines.server import ServerEngine
