@@ -54,3 +54,23 @@ def test_make_run_stops_at_once_without_avx2(tmp_path):
     assert out.returncode != 0
     assert "lacks AVX2" in out.stderr
     assert "SIGILL" in out.stderr  # says why, instead of letting one surface
+
+
+def test_setup_repairs_what_a_later_install_undid():
+    # A re-resolve (or a hand edit) that drops the start-up shim is found by
+    # the health check and put back by `make setup` without a reinstall.
+    import site
+
+    pth = Path(site.getsitepackages()[0]) / venv_setup.PTH_NAME
+    text = pth.read_text()
+    pth.unlink()
+    try:
+        assert "torchvision shim .pth is missing" in venv_setup.health_problems()
+        out = subprocess.run(["make", "-s", "setup"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "repairing" in out.stdout
+        assert venv_setup.health_problems() == []
+    finally:
+        if not pth.exists():
+            pth.write_text(text)
