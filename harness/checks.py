@@ -4,21 +4,8 @@ from __future__ import annotations
 
 from harness.comparators import compare_greedy
 from harness.engines.base import Engine
-from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
+from harness.engines.results import Completion, EngineCrashed, Rejected, Result, cause_of
 from harness.verdicts import Cause, CheckFailure
-
-
-def cause_of(result: Result) -> str | None:
-    """None for a completion; else the cause class a failure would carry."""
-    if isinstance(result, Completion):
-        return None
-    if isinstance(result, EngineCrashed):
-        return result.cause
-    if isinstance(result, RequestTimedOut):
-        return Cause.TIMEOUT.value
-    if isinstance(result, Rejected):
-        return Cause.HTTP_5XX.value if (result.status or 0) >= 500 else Cause.HTTP_4XX.value
-    return Cause.HARNESS.value
 
 
 def _evidence(result: Result) -> dict:

@@ -64,9 +64,9 @@ def compare_greedy(left: Greedy, right: Greedy, *, labels: tuple[str, str] = ("l
                               f"diverged at position {pos}: {la} token {ta}, {lb} token {tb}; "
                               f"{'neither' if a_in_b is None and b_in_a is None else 'one'} "
                               f"is in the other's top-{top_k}", d)
-        gap_a = _lp(left.logprobs, pos, ta) - b_in_a if _lp(left.logprobs, pos, ta) is not None else None
-        gap_b = _lp(right.logprobs, pos, tb) - a_in_b if _lp(right.logprobs, pos, tb) is not None else None
-        gaps = [g for g in (gap_a, gap_b) if g is not None]
+        # Each side's margin between its own choice and the other side's token.
+        own_a, own_b = _lp(left.logprobs, pos, ta), _lp(right.logprobs, pos, tb)
+        gaps = [own - other for own, other in ((own_a, b_in_a), (own_b, a_in_b)) if own is not None]
         if any(g > near_tie_nats for g in gaps):
             return Comparison(False, False,
                               f"diverged at position {pos}: {la} token {ta}, {lb} token {tb}; "

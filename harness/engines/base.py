@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.engines.causes import classify, engine_message, signal_name
 from harness.engines.procs import log_tail
-from harness.engines.results import Completion, EngineCrashed, Result
+from harness.engines.results import Completion, EngineCrashed, Result, cause_of
 from harness.verdicts import Cause, CheckFailure
 
 # How long a dying engine gets to finish writing its traceback to the log.
@@ -104,7 +104,6 @@ class Engine:
         r = results[0]
         if isinstance(r, Completion) and r.token_ids:
             return r
-        cause = getattr(r, "cause", None) or (Cause.HTTP_5XX if getattr(r, "status", 0) and r.status >= 500
-                                              else Cause.ENGINE_DEAD)
-        raise CheckFailure(cause, f"engine did not answer a trivial request: {r}",
+        raise CheckFailure(cause_of(r) or Cause.EMPTY_OUTPUT,
+                           f"engine did not answer a trivial request: {r}",
                            evidence={"result": r.to_dict()})

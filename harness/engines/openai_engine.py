@@ -17,6 +17,10 @@ from harness.engines.base import Engine, Sampling
 from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
 
 
+# How long a 5xx waits to see whether the engine behind it is dying.
+DEATH_AFTER_5XX_S = 1.0
+
+
 def _token_id(token: str) -> int | None:
     # With return_tokens_as_token_ids, vLLM renders tokens as "token_id:123".
     if token.startswith("token_id:"):
@@ -98,4 +102,17 @@ class OpenAIEngine(Engine):
                     results[futures[f]] = RequestTimedOut(self.request_timeout)
                 pending = set()
         pool.shutdown(wait=False, cancel_futures=True)
-        return results
+        return self._crash_behind_5xx(results)
+
+    def _crash_behind_5xx(self, results: list[Result]) -> list[Result]:
+        """A server whose engine core just died answers its in-flight requests
+        with a 500 before it exits: that is the crash, not a verdict on the
+        input. Give the death a moment to show, and report it as such."""
+        if not any(isinstance(r, Rejected) and (r.status or 0) >= 500 for r in results):
+            return results
+        deadline = time.monotonic() + DEATH_AFTER_5XX_S
+        while (crash := self._death()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if crash is None:
+            return results
+        return [crash if isinstance(r, Rejected) and (r.status or 0) >= 500 else r for r in results]

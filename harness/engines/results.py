@@ -79,3 +79,12 @@ class EngineStartupFailed(RuntimeError):
         tail = "\n".join(crash.log_tail[-30:])
         super().__init__(f"engine start-up failed ({crash.cause}; exit={crash.exit_code}, "
                          f"signal={crash.signal}): {crash.detail}\n{tail}")
+
+
+def cause_of(result: Result) -> str | None:
+    """None for a completion; else the cause class a failure would carry."""
+    if isinstance(result, Completion):
+        return None
+    if isinstance(result, Rejected):
+        return "http-5xx" if (result.status or 0) >= 500 else "http-4xx"
+    return result.cause  # EngineCrashed, RequestTimedOut
