@@ -1,0 +1,42 @@
+"""Hooks the harness's plugins use to talk to each other.
+
+Registered by the records plugin (`pytest_addhooks`); any plugin may
+implement them. The records plugin owns the record pipeline; the engines
+and card plugins add what they know to a check's record; the report plugin
+draws the run.
+"""
+from __future__ import annotations
+
+import pytest
+
+hookspec = pytest.HookspecMarker("pytest")
+
+
+@hookspec
+def pytest_mmharness_record(record, item) -> None:
+    """Add what this plugin knows to a check's record, once, just before the
+    record is closed (verdict folded, known issues applied, written).
+
+    `item` is the pytest item of the check, or None for a record that no
+    test made (an engine's teardown check). Engine facts (identity, log
+    slice, memory, crash) and workload facts go in here.
+    """
+
+
+@hookspec(firstresult=True)
+def pytest_mmharness_add_record(config, record) -> bool | None:
+    """Close and write a record that no pytest test made (an engine's
+    teardown check), through the same pipeline as a test's record.
+    Implemented by the records plugin; returns True once written."""
+
+
+@hookspec
+def pytest_mmharness_run_metadata(config, fields: dict) -> None:
+    """Facts about this run's engine (engine, engine_version, torch, device,
+    engine_python), reported on whichever worker learnt them."""
+
+
+@hookspec
+def pytest_mmharness_run_finished(config, results, layout) -> None:
+    """The run's results are merged (`results.json` written): draw what
+    people read from them (the report). Called on the controller only."""
