@@ -29,7 +29,9 @@ Invariants, for every input:
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable, Iterable
 
 from harness.card.profiles import PROFILES, CardProfile
@@ -130,9 +132,13 @@ def check_encoder_chunk(fn: ChunkFn, *, source: str = "", limit: int = 20, **gri
                   "violations": [asdict(v) for v in violations[:limit]]})
 
 
-def load_gemma4_encoder_chunk() -> tuple[ChunkFn | None, str]:
+def load_gemma4_encoder_chunk(engine_python: str | Path) -> tuple[ChunkFn | None, str]:
     """(the installed vLLM's Gemma4 _encoder_chunk, where it came from), or
-    (None, why not) when this engine version lacks it."""
+    (None, why not): the engine runs under another interpreter than the
+    harness (the probe imports the engine here), or lacks the function."""
+    if str(engine_python) != sys.executable:
+        return None, ("the probe imports the engine in the harness's interpreter; "
+                      f"the engine runs under {engine_python}")
     try:
         import vllm
         from vllm.model_executor.models import gemma4_mm

@@ -2,6 +2,8 @@
 and deliberately wrong functions are caught, each by the invariant it breaks."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from harness.budget_probe import (check_encoder_chunk, free_grid, load_gemma4_encoder_chunk,
@@ -12,7 +14,7 @@ from harness.verdicts import Cause, CheckFailure
 
 @pytest.fixture(scope="module")
 def engine_chunk():
-    fn, source = load_gemma4_encoder_chunk()
+    fn, source = load_gemma4_encoder_chunk(sys.executable)
     if fn is None:
         pytest.skip(source)
     return fn, source

@@ -30,6 +30,7 @@ class PoolEntry:
     # The leak check at teardown: a LeakVerdict, or the CheckFailure it raised.
     teardown: object = None
     survivors: list[int] = field(default_factory=list)
+    no_leak_check_reason: str = "no memory watch on this engine"
 
 
 def engine_key(kind: str, model: str, engine_args: dict, python: Path) -> str:
@@ -54,6 +55,7 @@ class EnginePool:
         self.entries: dict[str, PoolEntry] = {}
         self.retired: list[PoolEntry] = []
         self._count = 0
+        self._interrupted = False
 
     def get(self, kind: str, model: str, engine_args: dict, *, scenario: str,
             name: str = "engine", env: dict | None = None) -> Engine:
@@ -112,6 +114,16 @@ class EnginePool:
             self._retire(entry)
         self.entries.clear()
         for entry in self.retired:
-            if entry.watch and entry.teardown is None:
+            if entry.watch and entry.teardown is None and not self._interrupted:
                 entry.teardown = entry.watch.leak_check(entry.served)
         return {str(e.engine.log_path or e.engine.name): e.survivors for e in self.retired}
+
+    def interrupted(self, grace: float) -> None:
+        """The run was interrupted: stop every engine now, with a short grace,
+        and skip the leak checks (their waits would hold the user's Ctrl-C)."""
+        self._interrupted = True
+        for entry in reversed(list(self.entries.values())):
+            self._retire(entry, grace=grace)
+        self.entries.clear()
+        for entry in self.retired:
+            entry.no_leak_check_reason = "the run was interrupted: no leak check"

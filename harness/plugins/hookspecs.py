@@ -7,9 +7,9 @@ draws the run.
 """
 from __future__ import annotations
 
-import pytest
+import pluggy
 
-hookspec = pytest.HookspecMarker("pytest")
+hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec
@@ -28,6 +28,12 @@ def pytest_mmharness_add_record(config, record) -> bool | None:
     """Close and write a record that no pytest test made (an engine's
     teardown check), through the same pipeline as a test's record.
     Implemented by the records plugin; returns True once written."""
+
+
+@hookspec(firstresult=True)
+def pytest_mmharness_run_dir(config):
+    """The directory this run writes into (engine logs, log slices,
+    timelines beside the records). Implemented by the records plugin."""
 
 
 @hookspec

@@ -176,6 +176,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if record.verdict == Verdict.KNOWN_ISSUE.value and report.failed:
             _as_expected_failure(report, record)
     if call.when == "teardown":
+        item.config.hook.pytest_mmharness_record(record=record, item=item)
         _finish(record, state)
     return report
 
@@ -262,6 +263,7 @@ def write_check(config: pytest.Config, record: CheckRecord) -> None:
     state = config.stash[SESSION]
     record.worker, record.tier = state.worker, record.tier or config.getoption("tier", None)
     record.started = record.started or _now()
+    config.hook.pytest_mmharness_record(record=record, item=None)
     if record.is_failure:
         _fill_engine(record, state)
         apply_known_issues(record, state.known_issues)
@@ -377,3 +379,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     from harness.report.summary import print_run_summary
     print_run_summary(state.results, state.layout.report_html)
+
+
+# Temporary adapters to the hookspecs, until the records plugin is split out.
+def pytest_addhooks(pluginmanager) -> None:
+    from harness.plugins import hookspecs
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_mmharness_add_record(config, record):
+    write_check(config, record)
+    return True
+
+
+def pytest_mmharness_run_metadata(config, fields):
+    set_run_metadata(config, **fields)
+
+
+def pytest_mmharness_run_dir(config):
+    return config.stash[SESSION].layout.run_dir

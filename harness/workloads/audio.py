@@ -1,19 +1,23 @@
-"""Audio workloads: clips of given durations as chat requests, with the
-facts a scenario's premise guard needs (samples, feature frames, limits)."""
+"""Audio workloads: clips of given durations as chat requests, edge and
+hostile inputs, and the facts a scenario's premise guard needs (samples,
+feature frames, limits)."""
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
 from fixtures import media
 from harness.verdicts import Cause, CheckFailure
-from harness.workloads.chat import audio_part, user
+from harness.workloads.chat import audio_part, audio_url_part, user
+from harness.workloads.request import Request, Workload
 
 SAMPLE_RATE = 16000
 PROMPT = "What do you hear?"
+BASE_DURATIONS_S = (1.0, 3.5, 7.0, 12.0)
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,32 @@ def clips(durations: list[float], *, seed: int = 0, kind: str = "sweep") -> list
             for i, d in enumerate(durations)]
 
 
-@lru_cache(maxsize=8)
+def clip_workload(name: str, durations: list[float]) -> Workload:
+    """One request per clip, labelled with its place and duration."""
+    clips_ = clips(durations)
+    return Workload(name, tuple(Request(f"clip{i}:{c.label}", c.conversation(),
+                                        {"duration_s": c.duration_s, "samples": len(c.samples)}, c)
+                                for i, c in enumerate(clips_)),
+                    {"durations_s": [c.duration_s for c in clips_]})
+
+
+def concurrent_durations(n: int) -> list[float]:
+    """n distinct durations: the base set, then shifted by half a second per round."""
+    return [BASE_DURATIONS_S[i % 4] + 0.5 * (i // 4) for i in range(n)]
+
+
 def processor(model: str):
+    """The model's own processor. One that cannot be loaded (no hub, a
+    broken checkout) is the same root cause as an engine that cannot load
+    the model, and is reported as such."""
+    try:
+        return _processor(model)
+    except OSError as e:
+        raise CheckFailure(Cause.STARTUP_FAILED, f"the processor of {model} did not load: {e}") from None
+
+
+@lru_cache(maxsize=8)
+def _processor(model: str):
     from transformers import AutoProcessor
 
     return AutoProcessor.from_pretrained(model)
@@ -71,6 +99,12 @@ def max_audio_seconds(model: str) -> float:
     return min(limits)
 
 
+def guard_workload_lengths(model: str, workload: Workload, *, distinct: bool) -> dict:
+    """guard_lengths on a clip workload, in the model's own feature frames."""
+    clips_ = [r.source for r in workload.requests]
+    return guard_lengths(clips_, [feature_frames(model, c) for c in clips_], distinct=distinct)
+
+
 def guard_lengths(clips_: list[Clip], frames: list[int], *, distinct: bool) -> dict:
     """The premise: lengths all differ (ragged) or are all equal (fast path),
     in samples and in feature frames. Returns the evidence it checked."""
@@ -98,3 +132,52 @@ def guard_one_step(prompt_tokens: list[int], limits: dict) -> dict:
                            f"max_num_batched_tokens={limits['max_num_batched_tokens']})",
                            evidence=arithmetic)
     return arithmetic
+
+
+# --- edge and hostile inputs, one request each ---------------------------------
+
+def _clip_part(duration_s: float, *, sample_rate: int = SAMPLE_RATE, channels: int = 1,
+               kind: str = "sweep") -> dict:
+    samples = media.audio_clip(duration_s, sample_rate=sample_rate, channels=channels, kind=kind, seed=7)
+    return audio_part(media.encode_audio(samples, sample_rate, "wav"))
+
+
+def _silence() -> dict:
+    return audio_part(media.encode_audio(np.zeros(2 * SAMPLE_RATE, np.float32), SAMPLE_RATE))
+
+
+def _truncated_wav() -> dict:
+    wav = media.encode_audio(media.audio_clip(2.0, seed=7), SAMPLE_RATE, "wav")
+    return audio_part(wav[: len(wav) // 2])  # the header still promises two seconds
+
+
+EDGE_INPUTS: dict[str, Callable[[str], dict]] = {
+    "0.05s": lambda model: _clip_part(0.05),
+    "silence": lambda model: _silence(),
+    "stereo": lambda model: _clip_part(2.0, channels=2),
+    "8kHz": lambda model: _clip_part(2.0, sample_rate=8000),
+    "44.1kHz": lambda model: _clip_part(2.0, sample_rate=44100),
+    "longest-allowed": lambda model: _clip_part(max_audio_seconds(model)),
+    "beyond-longest": lambda model: _clip_part(max_audio_seconds(model) + 5.0),
+    "truncated-wav": lambda model: _truncated_wav(),
+    "random-bytes-as-wav": lambda model: audio_part(np.random.default_rng(7).bytes(4096)),
+    "empty-payload": lambda model: audio_part(b""),
+    "image-as-audio": lambda model: audio_url_part(
+        media.encode_image(media.image(64, 64, seed=7)), "audio/wav"),
+}
+
+
+def edge_workload(model: str, name: str) -> Workload:
+    """One edge or hostile input; all of them share the family's `edge` scenario."""
+    return Workload("edge", (Request(name, user(EDGE_INPUTS[name](model), PROMPT), {"input": name}),))
+
+
+def truncation(beyond, longest, model: str) -> dict:
+    """Whether a clip beyond the longest allowed was cut to it: recorded
+    either way, from the prompt tokens of both answers."""
+    got, limit = beyond[0], longest[0]
+    return {"max_audio_s": max_audio_seconds(model),
+            "prompt_tokens": getattr(got, "prompt_token_count", None),
+            "longest_allowed_prompt_tokens": getattr(limit, "prompt_token_count", None),
+            "silently_truncated": getattr(got, "prompt_token_count", None) ==
+            getattr(limit, "prompt_token_count", None)}

@@ -1,0 +1,244 @@
+"""pytest plugin: engines, models and the scenario runner.
+
+- Options: `--tier`, `--models-file`, `--engine-python`, `--engine-url`,
+  checked at configure time, before any engine starts.
+- `model_entry`: parametrized over the tier's model matrix (filter with
+  `@pytest.mark.modality("audio")`), module scope so a family shares engines.
+- `runner`: a scenario family's Runner for one model (harness.runner).
+- `check`: a check's hand on its own record (harness.runner.check).
+- A check's record gets the engine facts of every run the check read (its
+  fixture arguments, and runs made while it ran): identity, log slice,
+  memory, crash; through the `pytest_mmharness_record` hook.
+- Every engine's teardown is a check of its own, sent through
+  `pytest_mmharness_add_record`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
+from harness.engines.pool import EnginePool, PoolEntry
+from harness.engines.procs import reap_stale
+from harness.models import ModelEntry, ModelMatrixError, models_for
+from harness.results.record import CheckRecord
+from harness.runner import Run, Runner
+from harness.runner.check import Check
+from harness.runner.run import EngineUse
+from harness.verdicts import Cause, Verdict
+
+INTERPRETER = pytest.StashKey[EngineInterpreter]()
+MODELS = pytest.StashKey[list[ModelEntry]]()
+# The check running now, and the runs it has read.
+CURRENT = pytest.StashKey[pytest.Item | None]()
+RUNS = pytest.StashKey[list[Run]]()
+POOL = pytest.StashKey[EnginePool]()
+# The memory timeline a record carries: enough for a figure, small in results.json.
+RECORD_TIMELINE_POINTS = 400
+# On Ctrl-C engines get this long to stop before they are killed.
+INTERRUPT_GRACE_S = 1.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("mmharness engines")
+    g.addoption("--tier", choices=("cpu", "gpu"), default="cpu",
+                help="model matrix tier: cpu (tiny offline builds) or gpu (hub checkpoints)")
+    g.addoption("--models-file", default=None,
+                help="model matrix TOML (default: models.toml at the repo root)")
+    g.addoption("--engine-python", default=None,
+                help="interpreter (or venv) that runs the engine; default: the harness's own")
+    g.addoption("--engine-url", default=None,
+                help="run server-kind scenarios against this already running OpenAI-compatible server")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "modality(name): run only for models with this modality")
+    tier = config.getoption("tier")
+    try:
+        config.stash[INTERPRETER] = EngineInterpreter(config.getoption("engine_python"), tier)
+        config.stash[MODELS] = models_for(tier, config.getoption("models_file"))
+    except (EngineInterpreterError, ModelMatrixError) as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[CURRENT] = None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "model_entry" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("modality")
+    entries = [e for e in metafunc.config.stash[MODELS] if marker is None or e.has(marker.args[0])]
+    metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
+
+
+# --- fixtures --------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def engine_interpreter(pytestconfig) -> EngineInterpreter:
+    return pytestconfig.stash[INTERPRETER]
+
+
+@pytest.fixture(scope="session")
+def model_paths(engine_interpreter):
+    """Model id or directory per matrix entry; tiny builds by the engine's interpreter."""
+    cache: dict[str, str] = {}
+
+    def path_for(entry: ModelEntry) -> str:
+        if entry.name not in cache:
+            arch = entry.tiny_arch
+            cache[entry.name] = str(engine_interpreter.build_tiny_model(arch)) if arch else entry.model
+        return cache[entry.name]
+    return path_for
+
+
+@pytest.fixture(scope="session")
+def engine_pool(pytestconfig, engine_interpreter, tmp_path_factory):
+    reap_stale()
+    pool = EnginePool(engine_interpreter, _run_dir(pytestconfig, tmp_path_factory) / "engines",
+                      remote_url=pytestconfig.getoption("engine_url"))
+    pytestconfig.stash[POOL] = pool
+    yield pool
+    pool.close_all()
+    for entry in pool.retired:
+        pytestconfig.hook.pytest_mmharness_add_record(config=pytestconfig, record=_teardown_record(entry))
+
+
+@pytest.fixture(scope="module")
+def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runner:
+    """The family's runner for this model; scenarios are named after the module."""
+    def on_engine(engine) -> None:
+        ident = engine.identity
+        pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
+            "engine": ident.get("distribution"), "engine_version": ident.get("version"),
+            "torch": ident.get("torch"), "device": ident.get("device"),
+            "engine_python": ident.get("python")})
+
+    def on_run(run: Run) -> None:
+        item = pytestconfig.stash[CURRENT]
+        if item is not None:  # made while a check runs: it belongs to that check
+            item.stash.setdefault(RUNS, []).append(run)
+
+    return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
+                  engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
+                  on_engine=on_engine, on_run=on_run)
+
+
+@pytest.fixture
+def check(check_record) -> Check:
+    """This check's hand on its own record."""
+    return Check(check_record)
+
+
+# --- a check's runs onto its record ----------------------------------------
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    runs = item.stash.setdefault(RUNS, [])
+    runs += [r for value in getattr(item, "funcargs", {}).values() for r in _runs_in(value)]
+    item.config.stash[CURRENT] = item
+    try:
+        return (yield)
+    finally:
+        item.config.stash[CURRENT] = None
+
+
+def _runs_in(value) -> list[Run]:
+    if isinstance(value, Run):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, Run)]
+    return []
+
+
+def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> None:
+    runs = item.stash.get(RUNS, []) if item is not None else []
+    uses = list({id(r.use): r.use for r in runs}.values())
+    if not uses:
+        return
+    record.model = uses[0].entry.name
+    record.evidence["engines"] = {r.how: _engine_name(r.use) for r in runs}
+    for use in reversed(uses):  # the first run's engine is the record's own
+        _attach_engine(record, use, item.config)
+
+
+def _engine_name(use: EngineUse) -> str:
+    if use.engine is None:
+        return use.kind
+    return f"{use.engine.kind}:{use.engine.identity.get('distribution')}"
+
+
+def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -> None:
+    record.engine = _engine_name(use)
+    if use.engine is None:
+        return
+    engine = use.engine
+    record.engine_version = engine.identity.get("version")
+    run_dir = config.stash[POOL].logs_dir.parent
+    if engine.log_path and use.window:
+        copy = run_dir / "logs" / f"{_slug(use.scenario)}.log"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(engine.log_since(use.window))  # the slice grows while the scenario runs
+        record.log_path = str(copy)
+    window = use.memory()
+    if window is not None and window.timeline:
+        record.peak_memory = window.peak
+        record.memory_timeline = window.to_dict(max_points=RECORD_TIMELINE_POINTS)["timeline"]
+        csv = run_dir / "timelines" / f"{_slug(use.scenario)}.csv"  # full resolution, for people
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        window.write_csv(csv)
+        record.timeline_path = str(csv)
+        record.evidence["sampler"] = {"achieved_hz": round(window.achieved_hz, 1), "notes": window.notes}
+    if engine.crashed:
+        config.stash[POOL].note_crash(engine, use.scenario)
+        record.evidence.setdefault("crash", engine.crashed.to_dict() |
+                                   {"log_tail": engine.crashed.log_tail[-40:]})
+
+
+# --- teardown -----------------------------------------------------------------
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Before session fixtures are torn down: on Ctrl-C, engines stop at once
+    and no leak check waits for memory to come back."""
+    pool = session.config.stash.get(POOL, None)
+    if pool is not None and exitstatus == pytest.ExitCode.INTERRUPTED:
+        pool.interrupted(grace=INTERRUPT_GRACE_S)
+
+
+def _teardown_record(entry: PoolEntry) -> CheckRecord:
+    """One record per engine: it was torn down, nothing of it survived, and
+    memory came back (host available memory, or GPU used memory)."""
+    engine = entry.engine
+    record = CheckRecord(id=f"engine_teardown::{Path(str(engine.log_path or engine.name)).stem}",
+                         family="engine_teardown", model=engine.name,
+                         engine=f"{engine.kind}:{engine.identity.get('distribution')}",
+                         engine_version=engine.identity.get("version"),
+                         log_path=str(engine.log_path) if engine.log_path else None,
+                         params={"served": entry.served, "crashed_in": entry.crashed_in})
+    verdict = entry.teardown
+    if entry.watch and entry.watch.result:
+        record.peak_memory = entry.watch.result.peak
+    if entry.survivors:
+        record.verdict, record.cause = Verdict.FAIL.value, Cause.LEAK.value
+        record.message = f"engine processes survived teardown: {entry.survivors}"
+        record.evidence.update({"survivors": entry.survivors, "scenarios": entry.served})
+    elif verdict is None:
+        record.verdict, record.message = Verdict.SKIP.value, entry.no_leak_check_reason
+    else:
+        record.evidence.update(verdict.evidence())
+        if verdict.ok:
+            record.verdict = Verdict.PASS.value
+        else:
+            record.verdict, record.cause, record.message = Verdict.FAIL.value, Cause.LEAK.value, verdict.message
+    return record
+
+
+def _run_dir(config: pytest.Config, tmp_path_factory) -> Path:
+    """The records plugin's run directory; a temporary one when it is not loaded."""
+    found = config.hook.pytest_mmharness_run_dir(config=config)
+    return Path(found) if found else tmp_path_factory.mktemp("run")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[-120:]

@@ -1,0 +1,74 @@
+"""What one run of a workload left: its outcomes, and the engine use
+(engine, log window, memory window) they came from.
+
+A run whose engine never started still exists: reading its outcomes raises
+the start-up failure, so every check that needs the engine fails with the
+engine's cause, and checks that need only the workload still run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.engines.base import Engine, LogWindow
+from harness.engines.results import Result
+from harness.memory_watch import MemoryWatch
+from harness.models import ModelEntry
+from harness.samplers import SamplerResult
+from harness.verdicts import CheckFailure
+from harness.workloads.request import Workload
+
+
+@dataclass(eq=False)
+class EngineUse:
+    """One scenario's use of a (possibly shared) engine."""
+    kind: str
+    scenario: str
+    entry: ModelEntry
+    engine: Engine | None = None
+    failure: CheckFailure | None = None  # the engine never became ready
+    window: LogWindow | None = None
+    watch: MemoryWatch | None = None
+    t0: float = 0.0  # the sampler's clock when the scenario began
+
+    def require(self) -> Engine:
+        if self.failure:
+            raise self.failure
+        return self.engine
+
+    def memory(self) -> SamplerResult | None:
+        """Memory from the scenario's start until now."""
+        return self.watch.window(self.t0) if self.watch else None
+
+
+@dataclass(eq=False)
+class Run:
+    how: str  # batch | each_alone | concurrent | one
+    workload: Workload
+    use: EngineUse
+    _outcomes: list[Result] = field(default_factory=list, repr=False)
+
+    @property
+    def labels(self) -> list[str]:
+        return self.workload.labels
+
+    @property
+    def facts(self) -> dict:
+        return self.workload.facts
+
+    @property
+    def outcomes(self) -> list[Result]:
+        self.use.require()
+        return self._outcomes
+
+    @property
+    def engine(self) -> Engine:
+        return self.use.require()
+
+    def memory(self) -> SamplerResult | None:
+        """The engine's memory from the scenario's start until now."""
+        self.use.require()
+        return self.use.memory()
+
+    def __getitem__(self, key: int | str) -> Result:
+        index = self.labels.index(key) if isinstance(key, str) else key
+        return self.outcomes[index]

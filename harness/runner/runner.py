@@ -1,0 +1,102 @@
+"""The runner a scenario holds for one model, in the manner of vLLM's
+`vllm_runner`: the scenario says what to send and how, the runner owns the
+engines, names the scenario and attaches what happened to the checks.
+
+    batch(workload)       every request in one generate call (offline engine)
+    each_alone(workload)  each request alone: the references
+    concurrent(workload)  every request at once over HTTP (server engine)
+    one(workload)         a single request over HTTP (server engine)
+
+Which engine computes a reference is decided here, in `each_alone`, and
+nowhere else.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pytest
+
+from harness.engines.base import Sampling
+from harness.engines.pool import EnginePool
+from harness.engines.results import EngineStartupFailed
+from harness.models import ModelEntry
+from harness.runner.run import EngineUse, Run
+from harness.verdicts import CheckFailure
+from harness.workloads.request import Workload
+
+
+class Runner:
+    def __init__(self, entry: ModelEntry, model: str, family: str, pool: EnginePool, *,
+                 remote: bool, on_engine: Callable, on_run: Callable[[Run], None]):
+        self.entry, self.model, self.family, self.pool = entry, model, family, pool
+        self.remote = remote
+        self._on_engine, self._on_run = on_engine, on_run
+        self._uses: dict[str, EngineUse] = {}
+
+    def mm_limit(self, modality: str) -> int:
+        """Items of a modality one prompt may carry on this model's engine."""
+        return self.entry.engine_args.get("limit_mm_per_prompt", {}).get(modality, 1)
+
+    # --- the four ways to run ---------------------------------------------
+    def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None) -> Run:
+        use = self._use("offline", workload, engine_args)
+        return self._run("batch", workload, use, lambda e: e.chat(_conversations(workload), sampling))
+
+    def each_alone(self, workload: Workload, sampling: Sampling, *,
+                   engine_args: dict | None = None) -> Run:
+        """The references. Today the offline engine that ran the batch (the
+        remote server itself when targeting one)."""
+        use = self._use("server" if self.remote else "offline", workload, engine_args)
+        return self._run("each_alone", workload, use,
+                         lambda e: [e.chat([c], sampling)[0] for c in _conversations(workload)])
+
+    def concurrent(self, workload: Workload, sampling: Sampling) -> Run:
+        use = self._use("server", workload, None)
+        return self._run("concurrent", workload, use, lambda e: e.chat(_conversations(workload), sampling))
+
+    def one(self, workload: Workload, sampling: Sampling) -> Run:
+        if len(workload.requests) != 1:
+            raise ValueError(f"one() takes a single request, got {len(workload.requests)}")
+        return self._run("one", workload, self._use("server", workload, None),
+                         lambda e: e.chat(_conversations(workload), sampling))
+
+    # --- engines -------------------------------------------------------------
+    def scenario(self, workload: Workload) -> str:
+        suffix = f"-{workload.name}" if workload.name else ""
+        return f"{self.family}[{self.entry.name}{suffix}]"
+
+    def _use(self, kind: str, workload: Workload, engine_args: dict | None) -> EngineUse:
+        if self.remote and kind != "server":
+            pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
+                        "so only server-kind scenarios run")
+        args = {**self.entry.engine_args, **(engine_args or {})}
+        scenario = self.scenario(workload)
+        key = json.dumps([kind, scenario, args], sort_keys=True, default=str)
+        if key not in self._uses:
+            self._uses[key] = self._open(kind, scenario, args)
+        return self._uses[key]
+
+    def _open(self, kind: str, scenario: str, args: dict) -> EngineUse:
+        use = EngineUse(kind, scenario, self.entry)
+        try:
+            use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
+                                       name=self.entry.name, env=self.entry.env)
+        except EngineStartupFailed as e:
+            use.failure = CheckFailure(e.crash.cause, f"{kind} engine for {self.entry.name} did not "
+                                       f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict()})
+            return use
+        use.window = use.engine.mark()
+        use.watch = self.pool.watch_of(use.engine)
+        use.t0 = use.watch.now() if use.watch else 0.0
+        self._on_engine(use.engine)
+        return use
+
+    def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable) -> Run:
+        run = Run(how, workload, use, send(use.engine) if use.engine is not None else [])
+        self._on_run(run)
+        return run
+
+
+def _conversations(workload: Workload) -> list[list[dict]]:
+    return [r.conversation for r in workload.requests]

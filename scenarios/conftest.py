@@ -1,0 +1,67 @@
+"""Options only the scenario families read, checked when pytest starts:
+a bad value stops the run with one message, before any engine starts."""
+from __future__ import annotations
+
+import pytest
+
+AUDIO_DURATIONS = pytest.StashKey[list[float]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("mmharness scenarios")
+    g.addoption("--stress", action="store_true", default=False,
+                help="also run stress settings (many concurrent requests); on in `make run`")
+    g.addoption("--audio-durations", default="1.0,3.5,7.0,12.0",
+                help="clip durations in seconds for the ragged-audio batch (comma-separated, "
+                     "at least two, all different, each above 0)")
+    g.addoption("--concurrency", type=int, default=4,
+                help="concurrent server requests in the ragged-audio load check")
+    g.addoption("--stress-concurrency", type=int, default=16,
+                help="concurrent server requests in the stress setting (with --stress)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[AUDIO_DURATIONS] = parse_durations(config.getoption("audio_durations"))
+    for name in ("concurrency", "stress_concurrency"):
+        if config.getoption(name) < 1:
+            raise pytest.UsageError(f"--{name.replace('_', '-')} must be at least 1, "
+                                    f"got {config.getoption(name)}")
+
+
+def parse_durations(text: str) -> list[float]:
+    """`--audio-durations`: the ragged batch needs two or more distinct,
+    positive, finite durations."""
+    try:
+        durations = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise pytest.UsageError(f"--audio-durations must be comma-separated seconds, e.g. "
+                                f"1.0,3.5,7.0,12.0; got {text!r}") from None
+    if len(durations) < 2 or any(not 0 < d < float("inf") for d in durations) \
+            or len(set(durations)) != len(durations):
+        raise pytest.UsageError(f"--audio-durations needs at least two different durations, each "
+                                f"above 0 s (a ragged batch); got {text!r}")
+    return durations
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One `clip` parameter per ragged-audio duration (first in the ids, as
+    known-issue patterns expect)."""
+    if "clip" in metafunc.fixturenames:
+        n = len(metafunc.config.stash[AUDIO_DURATIONS])
+        metafunc.parametrize("clip", range(n), ids=[f"clip{i}" for i in range(n)])
+
+
+@pytest.fixture(scope="session")
+def audio_durations(pytestconfig) -> list[float]:
+    return pytestconfig.stash[AUDIO_DURATIONS]
+
+
+@pytest.fixture(scope="session")
+def concurrency(pytestconfig):
+    """Concurrent requests of a load setting; the stress setting only runs with --stress."""
+    def of(setting: str) -> int:
+        if setting == "stress" and not pytestconfig.getoption("stress"):
+            pytest.skip("stress setting: runs with --stress (`make run`), not in `make test`")
+        return pytestconfig.getoption("stress_concurrency" if setting == "stress" else "concurrency")
+    return of

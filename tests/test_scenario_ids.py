@@ -1,0 +1,35 @@
+"""Check ids are what known-issue patterns and "failing since" key on: a
+redesign of the plumbing must not change them. The lists in tests/data were
+collected before the scenario runner replaced the hand-written plumbing."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("tier", ["cpu", "gpu"])
+def test_scenario_check_ids_are_unchanged(tier):
+    out = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q",
+                          "--tier", tier], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    collected = [line for line in out.stdout.splitlines() if "::" in line]
+    expected = (ROOT / "tests" / "data" / f"scenario_check_ids_{tier}.txt").read_text().splitlines()
+    assert collected == expected, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value, says", [
+    ("abc", "comma-separated seconds"),
+    ("-1,2", "each above 0"),
+    ("1,1", "at least two different durations"),
+    ("3", "at least two different durations"),
+])
+def test_bad_audio_durations_stop_before_any_engine(value, says, tmp_path):
+    """A bad value is a usage error at start: no engine, no record, one message."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "scenarios/test_ragged_audio.py",
+                          f"--audio-durations={value}", "--results-dir", str(tmp_path / "run")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR, out.stdout[-2000:] + out.stderr[-2000:]
+    assert says in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run" / "engines").exists()
