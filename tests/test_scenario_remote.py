@@ -20,7 +20,8 @@ def test_ragged_audio_against_a_remote_server(tiny_gemma4, interpreter, tmp_path
         assert server.healthy()  # the harness never stops what it did not start
     load = records["test_concurrent_matches_solo[normal-tiny-gemma4]"]
     assert load.verdict == "pass", load
-    assert load.evidence["reference"] == "same server, solo"
+    assert load.evidence["reference"] == "remote engine, each_alone"  # the same server, solo
+    assert load.evidence["engines"] == {"concurrent": "remote:vllm", "each_alone": "remote:vllm"}
     assert load.engine == "remote:vllm" and load.engine_version == "0.32.0"
     assert records["test_edge_input[tiny-gemma4-silence]"].verdict == "pass"
     offline = records["test_one_pass[ragged-tiny-gemma4]"]

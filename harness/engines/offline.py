@@ -54,21 +54,24 @@ class OfflineEngine(Engine):
         t.start()
         deadline = time.monotonic() + self.start_timeout
         try:
-            while t.is_alive():
-                self._check(deadline)
-                t.join(0.05)
-            self._conn = accepted[0]
-            ready = self._await(deadline)
+            try:
+                while t.is_alive():
+                    self._check(deadline)
+                    t.join(0.05)
+                self._conn = accepted[0]
+                ready = self._await(deadline)
+            finally:
+                # Before close() removes its folder: the listener's own
+                # finalizer would fail at exit to unlink the socket.
+                listener.close()
         except (_Died, _TimedOut) as e:
             crash = self._crash(getattr(e, "returncode", None),
                                 getattr(e, "what", f"start-up timed out after {self.start_timeout:.0f} s;"
                                                    " engine"))
             if isinstance(e, _TimedOut):
                 crash.cause = "timeout"
-            listener.close()
             self.close(grace=CRASH_GRACE_S)
             raise EngineStartupFailed(crash) from None
-        listener.close()
         self.limits = {k: ready[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
         self.proc.mark_vital()
         self.ready = True

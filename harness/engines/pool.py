@@ -86,7 +86,11 @@ class EnginePool:
         watch = MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids)) if self.watch_memory else None
         if watch:
             watch.before_start()
-        engine.start()
+        try:
+            engine.start()
+        except KeyboardInterrupt:  # Ctrl-C while it starts: nothing of it may outlive the run
+            engine.close(grace=0.2)
+            raise
         if watch:
             watch.start(engine.proc.pid)
         return PoolEntry(engine, watch)

@@ -43,7 +43,7 @@ class Check:
 
     def all_invariant(self, run: Run, reference: Run) -> None:
         """Every request's output in `run` equals its output in `reference`."""
-        self.note({"reference": f"{reference.use.kind} engine, {reference.how}"})
+        self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
         for label in run.labels:
             check_invariant(run[label], reference[label], label, context=run.how)
 
