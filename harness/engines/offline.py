@@ -62,9 +62,8 @@ class OfflineEngine(Engine):
         except (_Died, _TimedOut) as e:
             crash = self._crash(getattr(e, "returncode", None),
                                 getattr(e, "what", f"start-up timed out after {self.start_timeout:.0f} s;"
-                                                   " engine"))
-            if isinstance(e, _TimedOut):
-                crash.cause = "timeout"
+                                                   " engine"),
+                                timed_out=isinstance(e, _TimedOut))
             listener.close()
             self.close(grace=CRASH_GRACE_S)
             raise EngineStartupFailed(crash) from None
@@ -108,8 +107,7 @@ class OfflineEngine(Engine):
             self.close(grace=CRASH_GRACE_S)
             return [crash] * n
         except _TimedOut:
-            self._crash(None, "no answer in time; engine")
-            self.crashed.cause = "timeout"
+            self._crash(None, "no answer in time; engine", timed_out=True)
             self.close(grace=CRASH_GRACE_S)
             return [RequestTimedOut(self.request_timeout)] * n
         if "ok" in reply:
