@@ -168,7 +168,10 @@ def _write_teardown_check(config, entry) -> None:
                          engine_version=engine.identity.get("version"),
                          log_path=str(engine.log_path) if engine.log_path else None,
                          params={"served": entry.served, "crashed_in": entry.crashed_in})
-    failure = entry.teardown if isinstance(entry.teardown, CheckFailure) else None
+    leak = entry.teardown
+    failure = None
+    if leak and not leak.ok:
+        failure = CheckFailure(leak.cause, leak.message, evidence=leak.evidence())
     if entry.survivors:
         failure = CheckFailure(Cause.LEAK, f"engine processes survived teardown: {entry.survivors}",
                                evidence={"survivors": entry.survivors, "scenarios": entry.served})
