@@ -43,9 +43,10 @@ class Rejected:
         return {"rejected": self.status, "message": self.message}
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineCrashed:
-    """The engine (or one of its processes) died while the request was pending."""
+    """The engine (or one of its processes) died while the request was pending.
+    Frozen: its cause is decided when it is built, never patched afterwards."""
     cause: AnyCause
     exit_code: int | None = None
     signal: str | None = None
