@@ -29,6 +29,7 @@ from harness.results.attachments import attach  # noqa: E402
 from harness.results.merge import merge_run  # noqa: E402
 from harness.results.record import CheckRecord  # noqa: E402
 from harness.results.store import RecordWriter, RunLayout  # noqa: E402
+from harness.verdicts import Cause  # noqa: E402
 
 GIB = 2**30
 CHROMIUM = "/usr/bin/chromium"
@@ -36,7 +37,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # A nightly run's mix: mostly passes, a few failures of each kind.
 MIX = [("pass", 0.935), ("skip", 0.03), ("fail", 0.02), ("known issue", 0.01), ("error", 0.005)]
-CAUSES = ["oom", "mismatch", "engine-dead", "timeout", "leak", "http-5xx"]
+CAUSES = [c.value for c in (Cause.OOM, Cause.MISMATCH, Cause.ENGINE_DEAD, Cause.TIMEOUT, Cause.LEAK,
+                             Cause.HTTP_5XX)]
 
 
 def write_run(run_dir: Path, checks: int, seed: int = 0) -> float:

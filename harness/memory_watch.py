@@ -8,7 +8,6 @@ import psutil
 from harness.samplers import HostSampler, NvmlSampler, Sampler, SamplerResult, nvml_unavailable_reason
 from harness.samplers.leak import (LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline,
                                    host_baseline)
-from harness.verdicts import CheckFailure
 
 
 class MemoryWatch:
@@ -41,20 +40,17 @@ class MemoryWatch:
         if self.sampler is not None and self.sampler.running:
             self.result = self.sampler.stop()
 
-    def leak_check(self, scenarios: list[str]) -> LeakVerdict | CheckFailure | None:
+    def leak_check(self, scenarios: list[str]) -> LeakVerdict | None:
         """After the engine is torn down. None when nothing was watched."""
         if self.sampler is None or self.baseline is None:
             return None
         processes = getattr(self.sampler, "pids_seen", [])
-        try:
-            if self.gpu:
-                return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes)
-            # The harness itself grows meanwhile (processors, report figures):
-            # that is not the engine's, so it does not count against it.
-            own_growth = max(psutil.Process().memory_info().rss - self.own_rss_at_baseline, 0)
-            return check_host_teardown(self.baseline - own_growth, processes, scenarios=scenarios)
-        except CheckFailure as failure:
-            return failure
+        if self.gpu:
+            return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes)
+        # The harness itself grows meanwhile (processors, report figures):
+        # that is not the engine's, so it does not count against it.
+        own_growth = max(psutil.Process().memory_info().rss - self.own_rss_at_baseline, 0)
+        return check_host_teardown(self.baseline - own_growth, processes, scenarios=scenarios)
 
 
 def _all_devices() -> list[int]:

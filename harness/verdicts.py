@@ -33,23 +33,55 @@ class Cause(str, enum.Enum):
     EMPTY_OUTPUT = "empty-output"
     OVER_BUDGET = "over-budget"
     HARNESS = "harness"
+    ASSERTION = "assertion"
+
+
+MAX_CAUSE_CHARS = 300
+
+
+class DetailedCause(str):
+    """A cause class with the detail that tells failures of that class apart,
+    read as "class: detail" (e.g. "python-exception: KeyError: 'frames'").
+
+    A str, like Cause, so that it is the record's cause field as it stands:
+    known issues and history key on that text."""
+
+    kind: Cause
+    detail: str
+
+    def __new__(cls, kind: Cause, detail: str):
+        # A cause is a key, not a message: bounded, as records have always had it.
+        text = f"{kind.value}: {detail}"[:MAX_CAUSE_CHARS]
+        self = super().__new__(cls, text)
+        self.kind, self.detail = kind, text[len(kind.value) + 2:]
+        return self
+
+    def __getnewargs__(self):  # copy and pickle rebuild it from its parts
+        return self.kind, self.detail
+
+    @property
+    def value(self) -> str:
+        """The record's text, as Cause.value is."""
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"DetailedCause({self.kind}, {self.detail!r})"
+
+
+AnyCause = Cause | DetailedCause
 
 
 class CheckFailure(AssertionError):
-    """A check did not hold. `cause` is a Cause value (or a detailed string
-    such as 'python-exception: AttributeError: ...'); `evidence` is a small
-    JSON-able dict (inputs, first divergence, figures) for the report."""
+    """A check did not hold. `cause` is a Cause, or a DetailedCause such as
+    'python-exception: AttributeError: ...'; `evidence` is a small JSON-able
+    dict (inputs, first divergence, figures) for the report."""
 
-    def __init__(self, cause: Cause | str, message: str, *, divergence: Any = None,
+    def __init__(self, cause: AnyCause, message: str, *, divergence: Any = None,
                  evidence: dict | None = None):
-        super().__init__(f"[{cause.value if isinstance(cause, Cause) else cause}] {message}")
-        self.cause = cause.value if isinstance(cause, Cause) else str(cause)
+        if not isinstance(cause, (Cause, DetailedCause)):
+            raise TypeError(f"a cause is a Cause or a DetailedCause, not {cause!r}")
+        super().__init__(f"[{cause.value}] {message}")
+        self.cause = cause
         self.message = message
         self.divergence = divergence
         self.evidence = evidence or {}
-
-
-def check(condition: bool, cause: Cause | str, message: str, **kw: Any) -> None:
-    """Raise CheckFailure unless condition holds."""
-    if not condition:
-        raise CheckFailure(cause, message, **kw)

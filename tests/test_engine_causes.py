@@ -1,5 +1,11 @@
 """The cause classifier on log excerpts in vLLM's own format, one per cause."""
+import copy
+import pickle
+
+import pytest
+
 from harness.engines.causes import classify, engine_message, root_exception, signal_name
+from harness.verdicts import MAX_CAUSE_CHARS, Cause, CheckFailure, DetailedCause
 
 RAGGED_AUDIO = """\
 (EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710] EngineCore encountered a fatal error.
@@ -55,16 +61,19 @@ def lines(text):
 
 def test_ragged_audio_crash_names_the_root_exception_not_the_wrapper():
     cause = classify(None, lines(RAGGED_AUDIO))
-    assert cause == "python-exception: AttributeError: 'list' object has no attribute 'squeeze'"
+    assert (cause.kind, cause.detail) == (Cause.PYTHON_EXCEPTION,
+                                          "AttributeError: 'list' object has no attribute 'squeeze'")
+    # The record's text, which known issues and history key on, is unchanged.
+    assert cause.value == "python-exception: AttributeError: 'list' object has no attribute 'squeeze'"
 
 
 def test_oom_wins_over_the_traceback():
-    assert classify(None, lines(CUDA_OOM)) == "oom"
+    assert classify(None, lines(CUDA_OOM)) is Cause.OOM
 
 
 def test_illegal_instruction_from_log_and_from_signal():
-    assert classify(None, lines(SIGILL)) == "illegal-instruction"
-    assert classify(-4, ["nothing useful"]) == "illegal-instruction"
+    assert classify(None, lines(SIGILL)) is Cause.ILLEGAL_INSTRUCTION
+    assert classify(-4, ["nothing useful"]) is Cause.ILLEGAL_INSTRUCTION
     assert signal_name(-4) == "SIGILL"
     assert signal_name(-9) == "SIGKILL"
     assert signal_name(0) is None
@@ -72,12 +81,33 @@ def test_illegal_instruction_from_log_and_from_signal():
 
 def test_killed_engine_core_is_engine_dead():
     assert root_exception(lines(ENGINE_KILLED)) is None
-    assert classify(None, lines(ENGINE_KILLED)) == "engine-dead"
-    assert classify(-9, []) == "engine-dead"
+    assert classify(None, lines(ENGINE_KILLED)) is Cause.ENGINE_DEAD
+    assert classify(-9, []) is Cause.ENGINE_DEAD
 
 
 def test_startup_failure_keeps_the_engines_own_message():
-    assert classify(1, lines(BAD_MODEL), started=False) == "startup-failed"
+    assert classify(1, lines(BAD_MODEL), started=False) is Cause.STARTUP_FAILED
     assert "Invalid repository ID or local directory" in engine_message(lines(BAD_MODEL))
     # OOM while loading is still OOM, not a generic start-up failure.
-    assert classify(1, lines(CUDA_OOM), started=False) == "oom"
+    assert classify(1, lines(CUDA_OOM), started=False) is Cause.OOM
+
+
+def test_a_long_exception_is_a_bounded_cause():
+    cause = classify(None, ["Traceback (most recent call last):", "ValueError: " + "x" * 1000])
+    assert cause.kind is Cause.PYTHON_EXCEPTION and len(cause.value) == MAX_CAUSE_CHARS
+    assert cause.value == f"python-exception: {cause.detail}"
+
+
+def test_a_detailed_cause_survives_copy_and_pickle():
+    cause = DetailedCause(Cause.PYTHON_EXCEPTION, "KeyError: 'frames'")
+    for clone in (copy.deepcopy(cause), pickle.loads(pickle.dumps(cause))):
+        assert (clone.kind, clone.detail, clone.value) == (cause.kind, cause.detail, cause.value)
+
+
+def test_check_failure_takes_a_cause_not_a_string():
+    with pytest.raises(TypeError, match="engine-dead"):
+        CheckFailure("engine-dead", "the engine died")
+    detailed = DetailedCause(Cause.PYTHON_EXCEPTION, "KeyError: 'frames'")
+    failure = CheckFailure(detailed, "the engine died")
+    assert failure.cause is detailed
+    assert str(failure) == "[python-exception: KeyError: 'frames'] the engine died"

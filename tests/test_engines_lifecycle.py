@@ -17,6 +17,7 @@ from harness.engines.interpreter import EngineInterpreter, EngineInterpreterErro
 from harness.engines.offline import OfflineEngine
 from harness.engines.results import EngineStartupFailed
 from harness.engines.server import ServerEngine
+from harness.verdicts import Cause
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +67,7 @@ def test_bad_model_path_is_startup_failed_with_the_engines_message(cls, interpre
         eng.start()
     assert time.monotonic() - t0 < 240
     crash = e.value.crash
-    assert crash.cause == "startup-failed"
+    assert crash.cause == Cause.STARTUP_FAILED
     assert "no-such-model" in crash.detail  # the engine's own words, not ours
     assert eng.close() == []
 

@@ -9,7 +9,7 @@ from harness.engines.faults import kill_core_during
 from harness.engines.offline import OfflineEngine
 from harness.engines.procs import group_members
 from harness.engines.results import Completion, EngineCrashed, Rejected
-from harness.verdicts import CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.workloads.chat import image_part, user
 
 pytestmark = pytest.mark.engine
@@ -58,10 +58,10 @@ def test_sigkill_of_engine_core_mid_batch_is_a_prompt_verdict(engine):
                                           Sampling(max_tokens=1500))
     assert verdict_s < 15, verdict_s
     assert all(isinstance(r, EngineCrashed) for r in results), results
-    assert results[0].cause == "engine-dead"
+    assert results[0].cause == Cause.ENGINE_DEAD
     assert "EngineCore" in results[0].detail and results[0].log_tail
     assert group_members(pgid) == []
     assert not [p for p in seen if p.is_running() and p.status() != "zombie"]
     with pytest.raises(CheckFailure) as failure:
         engine.assert_alive()
-    assert failure.value.cause == "engine-dead"
+    assert failure.value.cause == Cause.ENGINE_DEAD

@@ -13,6 +13,7 @@ from harness.engines.remote import RemoteEngine
 from harness.engines.results import Completion, EngineCrashed, Rejected
 from harness.engines.server import ServerEngine
 from harness.workloads.chat import audio_part, audio_url_part, image_part, user
+from harness.verdicts import Cause
 
 pytestmark = pytest.mark.engine
 
@@ -78,5 +79,5 @@ def test_sigkill_of_engine_core_fails_pending_requests_promptly(server):
                                           Sampling(max_tokens=1500))
     assert verdict_s < 15, verdict_s
     assert all(isinstance(r, EngineCrashed) for r in results), results
-    assert results[0].cause == "engine-dead"
+    assert results[0].cause == Cause.ENGINE_DEAD
     assert group_members(pgid) == []

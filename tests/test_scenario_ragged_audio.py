@@ -101,7 +101,7 @@ def test_guard_on_real_clips_and_the_models_feature_extractor(tiny_gemma4):
     eq_frames = [audio.feature_frames(model, c) for c in equal]
     with pytest.raises(CheckFailure) as e:
         audio.guard_lengths(equal, eq_frames, distinct=True)
-    assert e.value.cause == "premise"
+    assert e.value.cause == Cause.PREMISE
     audio.guard_lengths(equal, eq_frames, distinct=False)
     with pytest.raises(CheckFailure):
         audio.guard_lengths(ragged, frames, distinct=False)

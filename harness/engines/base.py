@@ -83,12 +83,14 @@ class Engine:
         so an earlier request's (survived) traceback is not taken for its cause."""
         self._request_offset = self.mark().offset
 
-    def _crash(self, returncode: int | None, what: str) -> EngineCrashed:
+    def _crash(self, returncode: int | None, what: str, *, timed_out: bool = False) -> EngineCrashed:
+        """The engine is given up on: it died (`returncode`), or it stopped
+        answering within its bound (`timed_out`), whatever its log says."""
         time.sleep(LOG_SETTLE_S)
         lines = log_tail(self.log_path, 200) if self.log_path else []
         recent = log_tail(self.log_path, 200, start=self._request_offset) if self.log_path else []
         crash = EngineCrashed(
-            cause=classify(returncode, recent, started=self.ready),
+            cause=Cause.TIMEOUT if timed_out else classify(returncode, recent, started=self.ready),
             exit_code=returncode if returncode is not None and returncode >= 0 else None,
             signal=signal_name(returncode), log_tail=lines,
             detail=" ".join(filter(None, [f"{what} died.", engine_message(recent)])))

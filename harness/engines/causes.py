@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 import signal as _signal
 
+from harness.verdicts import AnyCause, Cause, DetailedCause
+
 OOM_PATTERNS = (
     "OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory",
     "Cannot allocate memory", "std::bad_alloc", "MemoryError",
@@ -51,21 +53,22 @@ def root_exception(lines: list[str]) -> tuple[str, str] | None:
     return found
 
 
-def classify(returncode: int | None, log_lines: list[str], *, started: bool = True) -> str:
-    """One of: oom, illegal-instruction, startup-failed (never became ready),
-    python-exception: T: msg (the root exception in the log), engine-dead."""
+def classify(returncode: int | None, log_lines: list[str], *, started: bool = True) -> AnyCause:
+    """OOM, ILLEGAL_INSTRUCTION, STARTUP_FAILED (never became ready), the root
+    exception in the log as a PYTHON_EXCEPTION with its type and message, or
+    ENGINE_DEAD."""
     text = "\n".join(log_lines)
     sig = signal_name(returncode)
     if any(p in text for p in OOM_PATTERNS):
-        return "oom"
+        return Cause.OOM
     if sig == "SIGILL" or any(p in text for p in ILLEGAL_PATTERNS):
-        return "illegal-instruction"
+        return Cause.ILLEGAL_INSTRUCTION
     if not started:
-        return "startup-failed"
+        return Cause.STARTUP_FAILED
     exc = root_exception(log_lines)
     if exc:
-        return f"python-exception: {exc[0]}: {exc[1]}"[:300]
-    return "engine-dead"
+        return DetailedCause(Cause.PYTHON_EXCEPTION, f"{exc[0]}: {exc[1]}")
+    return Cause.ENGINE_DEAD
 
 
 def engine_message(log_lines: list[str]) -> str:

@@ -67,9 +67,8 @@ class OfflineEngine(Engine):
         except (_Died, _TimedOut) as e:
             crash = self._crash(getattr(e, "returncode", None),
                                 getattr(e, "what", f"start-up timed out after {self.start_timeout:.0f} s;"
-                                                   " engine"))
-            if isinstance(e, _TimedOut):
-                crash.cause = "timeout"
+                                                   " engine"),
+                                timed_out=isinstance(e, _TimedOut))
             self.close(grace=CRASH_GRACE_S)
             raise EngineStartupFailed(crash) from None
         self.limits = {k: ready[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
@@ -111,8 +110,7 @@ class OfflineEngine(Engine):
             self.close(grace=CRASH_GRACE_S)
             return [crash] * n
         except _TimedOut:
-            self._crash(None, "no answer in time; engine")
-            self.crashed.cause = "timeout"
+            self._crash(None, "no answer in time; engine", timed_out=True)
             self.close(grace=CRASH_GRACE_S)
             return [RequestTimedOut(self.request_timeout)] * n
         if "ok" in reply:

@@ -15,6 +15,7 @@ import openai
 
 from harness.engines.base import Engine, Sampling
 from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
+from harness.verdicts import Cause
 
 
 # How long a 5xx waits to see whether the engine behind it is dying.
@@ -62,7 +63,7 @@ class OpenAIEngine(Engine):
         except openai.APITimeoutError:
             return RequestTimedOut(self.request_timeout)
         except openai.APIConnectionError as e:
-            return self._death() or EngineCrashed(cause="engine-dead",
+            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD,
                                                   detail=f"connection failed: {e}")
         choice = resp.choices[0]
         content = (choice.logprobs.content or []) if choice.logprobs else []

@@ -17,6 +17,7 @@ from harness.engines.offline import OfflineEngine
 from harness.engines.remote import RemoteEngine
 from harness.engines.server import ServerEngine
 from harness.memory_watch import MemoryWatch
+from harness.samplers.leak import LeakVerdict
 
 KINDS = ("offline", "server")
 
@@ -27,8 +28,8 @@ class PoolEntry:
     watch: MemoryWatch | None = None
     served: list[str] = field(default_factory=list)
     crashed_in: str | None = None
-    # The leak check at teardown: a LeakVerdict, or the CheckFailure it raised.
-    teardown: object = None
+    # The leak check at teardown; None until it ran, or when nothing was watched.
+    teardown: LeakVerdict | None = None
     survivors: list[int] = field(default_factory=list)
     no_leak_check_reason: str = "no memory watch on this engine"
 

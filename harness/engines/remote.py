@@ -9,6 +9,7 @@ import urllib.request
 
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.results import EngineCrashed, EngineStartupFailed
+from harness.verdicts import Cause
 
 
 class RemoteEngine(OpenAIEngine):
@@ -27,8 +28,8 @@ class RemoteEngine(OpenAIEngine):
         while not self.healthy():
             if time.monotonic() > deadline:
                 raise EngineStartupFailed(EngineCrashed(
-                    cause="startup-failed", detail=f"{self.base_url}/health did not answer 200 "
-                                                   f"within {self.start_timeout:.0f} s"))
+                    cause=Cause.STARTUP_FAILED,
+                    detail=f"{self.base_url}/health did not answer 200 within {self.start_timeout:.0f} s"))
             time.sleep(0.5)
         if not self.served_model:
             req = urllib.request.Request(f"{self.base_url}/v1/models",
@@ -53,7 +54,7 @@ class RemoteEngine(OpenAIEngine):
     def _one(self, *a, **kw):
         result = super()._one(*a, **kw)
         if isinstance(result, EngineCrashed) and not self.healthy():
-            result = EngineCrashed(cause="engine-dead",
+            result = EngineCrashed(cause=Cause.ENGINE_DEAD,
                                    detail=f"remote server at {self.base_url} stopped answering")
             self.crashed = result
         return result

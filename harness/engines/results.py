@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from harness.verdicts import AnyCause, Cause
+
 
 @dataclass
 class Completion:
@@ -41,10 +43,11 @@ class Rejected:
         return {"rejected": self.status, "message": self.message}
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineCrashed:
-    """The engine (or one of its processes) died while the request was pending."""
-    cause: str
+    """The engine (or one of its processes) died while the request was pending.
+    Frozen: its cause is decided when it is built, never patched afterwards."""
+    cause: AnyCause
     exit_code: int | None = None
     signal: str | None = None
     log_tail: list[str] = field(default_factory=list)
@@ -53,7 +56,7 @@ class EngineCrashed:
     ok = False
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"crashed": True}
+        return asdict(self) | {"cause": self.cause.value, "crashed": True}
 
 
 @dataclass
@@ -62,7 +65,7 @@ class RequestTimedOut:
     seconds: float
 
     ok = False
-    cause = "timeout"
+    cause = Cause.TIMEOUT
 
     def to_dict(self) -> dict:
         return {"timeout_s": self.seconds}
@@ -77,14 +80,14 @@ class EngineStartupFailed(RuntimeError):
     def __init__(self, crash: EngineCrashed):
         self.crash = crash
         tail = "\n".join(crash.log_tail[-30:])
-        super().__init__(f"engine start-up failed ({crash.cause}; exit={crash.exit_code}, "
+        super().__init__(f"engine start-up failed ({crash.cause.value}; exit={crash.exit_code}, "
                          f"signal={crash.signal}): {crash.detail}\n{tail}")
 
 
-def cause_of(result: Result) -> str | None:
-    """None for a completion; else the cause class a failure would carry."""
+def cause_of(result: Result) -> AnyCause | None:
+    """None for a completion; else the cause a failure would carry."""
     if isinstance(result, Completion):
         return None
     if isinstance(result, Rejected):
-        return "http-5xx" if (result.status or 0) >= 500 else "http-4xx"
+        return Cause.HTTP_5XX if (result.status or 0) >= 500 else Cause.HTTP_4XX
     return result.cause  # EngineCrashed, RequestTimedOut

@@ -95,9 +95,8 @@ class ServerEngine(OpenAIEngine):
             if death or time.monotonic() > deadline:
                 crash = self._crash(death[0] if death else None,
                                     death[1] if death else
-                                    f"start-up timed out after {self.start_timeout:.0f} s; server")
-                if not death:
-                    crash.cause = "timeout"
+                                    f"start-up timed out after {self.start_timeout:.0f} s; server",
+                                    timed_out=not death)
                 self.close(grace=CRASH_GRACE_S)
                 raise EngineStartupFailed(crash)
             time.sleep(0.25)

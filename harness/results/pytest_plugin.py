@@ -36,7 +36,7 @@ from harness.results.metadata import collect_host_metadata
 from harness.results.record import CheckRecord, json_safe
 from harness.results.run import ResultsError, RunResults, load_results
 from harness.results.store import RecordWriter, RunLayout, write_json_atomic
-from harness.verdicts import CheckFailure, Verdict
+from harness.verdicts import Cause, CheckFailure, DetailedCause, Verdict
 
 WORKERINPUT_RUN_DIR = "mmharness_run_dir"
 WORKERINPUT_STARTED = "mmharness_started"
@@ -205,16 +205,17 @@ def _fold_phase(record: CheckRecord, report: pytest.TestReport, call: pytest.Cal
     error = call.excinfo.value if call.excinfo else None
     if isinstance(error, CheckFailure):
         record.verdict = Verdict.ERROR.value if call.when == "setup" else Verdict.FAIL.value
-        record.cause, record.message = error.cause, error.message
+        record.cause, record.message = error.cause.value, error.message
         record.divergence = json_safe(error.divergence)
         record.evidence.update(json_safe(error.evidence))
     elif isinstance(error, (AssertionError, pytest.fail.Exception)):
         record.verdict = Verdict.ERROR.value if call.when == "setup" else Verdict.FAIL.value
-        record.cause, record.message = "assertion", _exception_text(call)
+        record.cause, record.message = Cause.ASSERTION.value, _exception_text(call)
     else:
         record.verdict = Verdict.ERROR.value
         kind = type(error).__name__ if error is not None else "unknown"
-        record.cause = f"harness: {kind}" + ("" if call.when == "call" else f" in {call.when}")
+        where = "" if call.when == "call" else f" in {call.when}"
+        record.cause = DetailedCause(Cause.HARNESS, kind + where).value
         record.message = _exception_text(call)
 
 
@@ -289,7 +290,8 @@ class _CollectionErrors:
         state.writer.append(CheckRecord(
             id=report.nodeid, family=Path(path).stem.removeprefix("test_"),
             tier=self.config.getoption("tier", None), verdict=Verdict.ERROR.value,
-            cause="harness: collection error", message=str(report.longrepr)[-4000:],
+            cause=DetailedCause(Cause.HARNESS, "collection error").value,
+            message=str(report.longrepr)[-4000:],
             worker=state.worker, started=_now(), finished=_now()))
 
 
@@ -303,7 +305,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     record = CheckRecord(
         id=crashitem, family=Path(path).stem.removeprefix("test_"),
         params={"id": crashitem[crashitem.index("[") + 1:-1]} if crashitem.endswith("]") else {},
-        tier=config.getoption("tier", None), verdict=Verdict.ERROR.value, cause="engine-dead",
+        tier=config.getoption("tier", None), verdict=Verdict.ERROR.value, cause=Cause.ENGINE_DEAD.value,
         message=f"the pytest worker died while running this check (an in-process engine crash, "
                 f"an OOM kill or a signal): {report.longrepr}",
         worker=state.worker, started=_now(), finished=_now())

@@ -6,8 +6,9 @@ GPU tier baseline: device used bytes (NVML). Host tier baseline: the
 machine's available memory (psutil), which, unlike summed RSS, counts shared
 pages once and sees memory a dead process left behind (e.g. /dev/shm).
 
-A miss raises CheckFailure(Cause.LEAK) whose evidence holds the figures and
-the scenarios the engine served (several, for a shared engine).
+Each check returns a LeakVerdict, leak or not: the caller turns a leak into
+a record whose evidence holds the figures and the scenarios the engine served
+(several, for a shared engine).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 import psutil
 
-from harness.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause
 
 from .nvml import NvmlSession
 from .process_tree import SeenProcess
@@ -91,6 +92,7 @@ def wait_for_exit(processes: Sequence[SeenProcess], timeout_s: float, poll_s: fl
 
 @dataclass
 class LeakVerdict:
+    """One engine's teardown: what came back, what did not, and who survived."""
     tier: str
     scenarios: list[str]
     recoveries: list[Recovery]
@@ -100,6 +102,21 @@ class LeakVerdict:
     def ok(self) -> bool:
         return not self.survivors and all(r.returned for r in self.recoveries)
 
+    @property
+    def cause(self) -> Cause | None:
+        return None if self.ok else Cause.LEAK
+
+    @property
+    def message(self) -> str:
+        """What was held and who survived, naming the scenarios served; empty when ok."""
+        if self.ok:
+            return ""
+        parts = [f"{r.what}: {r.excess / MiB:.1f} MiB over baseline after {r.waited_s:.1f}s "
+                 f"(margin {r.margin / MiB:.0f} MiB)" for r in self.recoveries if not r.returned]
+        parts += [f"process {p.pid} ({p.name}) survived teardown" for p in self.survivors]
+        served = ", ".join(self.scenarios) or "no scenario named"
+        return f"engine teardown (served: {served}): " + "; ".join(parts)
+
     def evidence(self) -> dict:
         return {
             "tier": self.tier,
@@ -107,16 +124,6 @@ class LeakVerdict:
             "recoveries": [asdict(r) for r in self.recoveries],
             "survivors": [asdict(p) for p in self.survivors],
         }
-
-    def raise_if_leaked(self) -> None:
-        if self.ok:
-            return
-        parts = [f"{r.what}: {r.excess / MiB:.1f} MiB over baseline after {r.waited_s:.1f}s "
-                 f"(margin {r.margin / MiB:.0f} MiB)" for r in self.recoveries if not r.returned]
-        parts += [f"process {p.pid} ({p.name}) survived teardown" for p in self.survivors]
-        served = ", ".join(self.scenarios) or "no scenario named"
-        raise CheckFailure(Cause.LEAK, f"engine teardown (served: {served}): " + "; ".join(parts),
-                           evidence=self.evidence())
 
 
 # -- host tier ------------------------------------------------------------
@@ -130,15 +137,13 @@ def check_host_teardown(baseline_available: int, engine_processes: Iterable[Seen
                         scenarios: Sequence[str] = (), margin_bytes: int = DEFAULT_HOST_MARGIN,
                         timeout_s: float = DEFAULT_WAIT_S) -> LeakVerdict:
     """After teardown: every process the engine's tree ever had is gone and
-    available memory is back within margin. Raises CheckFailure(LEAK)."""
+    available memory is back within margin."""
     start = time.monotonic()
     survivors = wait_for_exit(list(engine_processes), timeout_s)
     left = max(timeout_s - (time.monotonic() - start), 0.0)
     recovery = wait_for_recovery("host available memory", host_baseline, baseline_available,
                                  margin_bytes, higher_is_held=False, timeout_s=left)
-    verdict = LeakVerdict("host", list(scenarios), [recovery], survivors)
-    verdict.raise_if_leaked()
-    return verdict
+    return LeakVerdict("host", list(scenarios), [recovery], survivors)
 
 
 # -- GPU tier -------------------------------------------------------------
@@ -159,7 +164,7 @@ def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str
                        margin_bytes: int = DEFAULT_GPU_MARGIN, timeout_s: float = DEFAULT_WAIT_S,
                        session: NvmlSession | None = None) -> LeakVerdict:
     """After teardown: each device's used memory is back within margin of
-    its baseline, and no engine process survived. Raises CheckFailure(LEAK)."""
+    its baseline, and no engine process survived."""
     own = session is None
     session = session or NvmlSession()
     try:
@@ -174,6 +179,4 @@ def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str
     finally:
         if own:
             session.close()
-    verdict = LeakVerdict("gpu", list(scenarios), recoveries, survivors)
-    verdict.raise_if_leaked()
-    return verdict
+    return LeakVerdict("gpu", list(scenarios), recoveries, survivors)

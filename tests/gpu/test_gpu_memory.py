@@ -21,7 +21,7 @@ from harness.card.capacity import PER_PROCESS
 from harness.samplers import NvmlSampler, NvmlSession, engine_key, used_key
 from harness.samplers.leak import check_gpu_teardown, gpu_baseline
 from harness.samplers.nvml import PID_MISMATCH
-from harness.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause
 
 _REASON = emulation_unavailable_reason()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
@@ -137,8 +137,9 @@ def test_ballast_leaves_the_profile_free_and_the_capacity_check_agrees(torch_cud
         print(f"engine peak {peak}, arithmetic {arithmetic}")
     pid = ready.pid
     assert not os.path.exists(f"/proc/{pid}"), "ballast process survived"
-    check_gpu_teardown({device: baseline_used}, scenarios=["gpu-check"], margin_bytes=64 * MiB,
-                       timeout_s=30, session=nvml)
+    teardown = check_gpu_teardown({device: baseline_used}, scenarios=["gpu-check"], margin_bytes=64 * MiB,
+                                  timeout_s=30, session=nvml)
+    assert teardown.ok, teardown.message
 
 
 def test_memory_still_held_is_reported_as_a_leak(torch_cuda, nvml, device):
@@ -147,11 +148,10 @@ def test_memory_still_held_is_reported_as_a_leak(torch_cuda, nvml, device):
     block = torch.empty(GiB, dtype=torch.uint8, device="cuda:0")
     settle(torch)
     try:
-        with pytest.raises(CheckFailure) as info:
-            check_gpu_teardown(baseline, scenarios=["held"], margin_bytes=64 * MiB, timeout_s=1,
-                               session=nvml)
-        assert info.value.cause == Cause.LEAK.value
-        assert info.value.evidence["recoveries"][0]["excess"] >= GiB
+        leak = check_gpu_teardown(baseline, scenarios=["held"], margin_bytes=64 * MiB, timeout_s=1,
+                                  session=nvml)
+        assert (leak.ok, leak.cause) == (False, Cause.LEAK)
+        assert leak.evidence()["recoveries"][0]["excess"] >= GiB
     finally:
         del block
         settle(torch)

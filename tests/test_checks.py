@@ -1,0 +1,169 @@
+"""The shared checks, on hand-made results and a stub engine: each passes what
+it should, and fails with the cause and a message that names the input."""
+import pytest
+
+from harness.checks import (check_accepted_or_4xx, check_alive, check_completed, check_invariant,
+                            check_non_empty)
+from harness.engines.base import Engine
+from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut
+from harness.verdicts import Cause, CheckFailure, DetailedCause
+
+SQUEEZE = DetailedCause(Cause.PYTHON_EXCEPTION, "AttributeError: 'list' object has no attribute 'squeeze'")
+
+
+def done(*token_ids, logprobs=()):
+    return Completion(text="x", token_ids=list(token_ids), logprobs=list(logprobs))
+
+
+def crash(cause=SQUEEZE):
+    return EngineCrashed(cause=cause, exit_code=1, log_tail=[f"line {i}" for i in range(100)],
+                         detail="engine core died.")
+
+
+# --- check_completed --------------------------------------------------------
+
+def test_completed_returns_the_completions():
+    results = [done(1), done(2)]
+    assert check_completed(results, ["clip-1s", "clip-3.5s"]) == results
+
+
+@pytest.mark.parametrize("result, cause, words", [
+    (crash(), SQUEEZE, "engine core died."),
+    (Rejected(500, "internal error"), Cause.HTTP_5XX, "internal error"),
+    (Rejected(400, "too many tokens"), Cause.HTTP_4XX, "too many tokens"),
+    (RequestTimedOut(30.0), Cause.TIMEOUT, "30.0"),
+], ids=["crash", "5xx", "4xx", "timeout"])
+def test_completed_fails_on_the_first_unanswered_naming_it(result, cause, words):
+    with pytest.raises(CheckFailure) as info:
+        check_completed([done(1), result, crash(Cause.OOM)], ["clip-1s", "clip-3.5s", "clip-7s"])
+    failure = info.value
+    assert failure.cause == cause
+    assert failure.message.startswith("input clip-3.5s: no answer") and words in failure.message
+    assert failure.evidence["input"] == "clip-3.5s"
+
+
+def test_completed_keeps_only_the_end_of_a_crash_log():
+    with pytest.raises(CheckFailure) as info:
+        check_completed([crash()], ["clip-1s"])
+    assert info.value.evidence["result"]["log_tail"] == [f"line {i}" for i in range(60, 100)]
+
+
+def test_completed_needs_a_label_per_result():
+    with pytest.raises(ValueError):
+        check_completed([done(1), done(2)], ["clip-1s"])
+
+
+# --- check_non_empty --------------------------------------------------------
+
+def test_non_empty_passes_outputs_with_tokens():
+    check_non_empty([done(1), done(2, 3)], ["a", "b"])
+
+
+def test_non_empty_names_every_empty_input():
+    with pytest.raises(CheckFailure) as info:
+        check_non_empty([done(), done(1), done()], ["a", "b", "c"])
+    assert info.value.cause is Cause.EMPTY_OUTPUT
+    assert "['a', 'c']" in info.value.message and info.value.evidence["inputs"] == ["a", "c"]
+
+
+def test_non_empty_first_needs_answers():
+    with pytest.raises(CheckFailure) as info:
+        check_non_empty([done(1), Rejected(500, "boom")], ["a", "b"])
+    assert info.value.cause is Cause.HTTP_5XX and "input b" in info.value.message
+
+
+# --- check_invariant --------------------------------------------------------
+
+def test_invariant_passes_the_same_output_and_returns_its_evidence():
+    evidence = check_invariant(done(5, 6, 7), done(5, 6, 7), "clip-3.5s")
+    assert evidence["input"] == "clip-3.5s" and evidence["batch"] == evidence["solo"] == [5, 6, 7]
+    assert "identical" in evidence["comparison"]
+
+
+def test_invariant_tolerates_a_near_tie_split():
+    batched = done(5, 8, logprobs=[{5: -0.1}, {8: -0.50, 9: -0.55}])
+    solo = done(5, 9, logprobs=[{5: -0.1}, {9: -0.50, 8: -0.52}])
+    check_invariant(batched, solo, "clip-7s")
+
+
+def test_invariant_fails_a_real_divergence_with_its_position():
+    batched = done(5, 8, logprobs=[{5: -0.1}, {8: -0.1}])
+    solo = done(5, 9, logprobs=[{5: -0.1}, {9: -0.1}])
+    with pytest.raises(CheckFailure) as info:
+        check_invariant(batched, solo, "clip-7s", context="concurrent")
+    failure = info.value
+    assert failure.cause is Cause.MISMATCH
+    assert failure.message.startswith("input clip-7s: diverged at position 1")
+    assert failure.divergence["position"] == 1 and failure.evidence["concurrent"] == [5, 8]
+
+
+def test_invariant_names_which_side_went_unanswered():
+    with pytest.raises(CheckFailure) as info:
+        check_invariant(done(1), crash(), "clip-12s")
+    assert info.value.cause == SQUEEZE and "input clip-12s (solo)" in info.value.message
+
+
+# --- check_accepted_or_4xx --------------------------------------------------
+
+def test_an_answer_is_accepted():
+    assert check_accepted_or_4xx(done(1), "empty-audio")["outcome"] == "answered"
+
+
+@pytest.mark.parametrize("status", [400, 413, None], ids=["400", "413", "offline"])
+def test_a_rejection_with_a_message_is_accepted(status):
+    outcome = check_accepted_or_4xx(Rejected(status, "audio too short"), "empty-audio")
+    assert outcome == {"input": "empty-audio", "outcome": f"rejected {status}", "message": "audio too short"}
+
+
+@pytest.mark.parametrize("result, cause", [
+    (Rejected(400, ""), Cause.HTTP_4XX),  # a refusal that says nothing is no answer either
+    (Rejected(500, "internal error"), Cause.HTTP_5XX),
+    (crash(), SQUEEZE),
+    (RequestTimedOut(30.0), Cause.TIMEOUT),
+], ids=["silent-4xx", "5xx", "crash", "timeout"])
+def test_anything_else_fails_naming_the_input(result, cause):
+    with pytest.raises(CheckFailure) as info:
+        check_accepted_or_4xx(result, "nan-audio")
+    assert info.value.cause == cause and info.value.message.startswith("input nan-audio: ")
+    assert info.value.evidence["input"] == "nan-audio"
+
+
+# --- check_alive ------------------------------------------------------------
+
+class StubEngine(Engine):
+    """Answers every request with `answer`; dead when `crashed` is set."""
+
+    def __init__(self, answer=None, crashed=None):
+        super().__init__("stub", None, request_timeout=1.0)
+        self.answer, self.crashed, self.asked = answer, crashed, 0
+
+    def chat(self, conversations, sampling=None, lora=None):
+        self.asked += 1
+        return [self.answer] * len(conversations)
+
+
+def test_alive_when_it_answers_a_trivial_request():
+    engine = StubEngine(answer=done(1))
+    check_alive(engine, after="ragged batch")
+    assert engine.asked == 1
+
+
+def test_a_dead_engine_fails_with_its_crash_cause_without_being_asked():
+    engine = StubEngine(answer=done(1), crashed=crash())
+    with pytest.raises(CheckFailure) as info:
+        check_alive(engine, after="ragged batch")
+    assert info.value.cause == SQUEEZE and engine.asked == 0
+    assert info.value.message == "after ragged batch: engine is dead: engine core died."
+    assert info.value.evidence["crash"]["cause"] == SQUEEZE.value
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (done(), Cause.EMPTY_OUTPUT),
+    (Rejected(500, "internal error"), Cause.HTTP_5XX),
+    (RequestTimedOut(1.0), Cause.TIMEOUT),
+], ids=["empty", "5xx", "timeout"])
+def test_an_engine_that_does_not_answer_is_not_alive(answer, cause):
+    with pytest.raises(CheckFailure) as info:
+        check_alive(StubEngine(answer=answer), after="hostile input 'nan-audio'")
+    assert info.value.cause == cause
+    assert info.value.message.startswith("after hostile input 'nan-audio': engine did not answer")

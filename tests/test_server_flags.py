@@ -1,0 +1,22 @@
+"""cli_flags: vllm.LLM keyword arguments as `vllm serve` flags."""
+from harness.engines.server import cli_flags
+
+
+def test_underscores_become_dashes_and_values_become_text():
+    assert cli_flags({"max_model_len": 2048, "dtype": "bfloat16", "gpu_memory_utilization": 0.5}) == [
+        "--max-model-len", "2048", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.5"]
+
+
+def test_true_is_a_bare_flag_false_and_none_are_left_out():
+    assert cli_flags({"enforce_eager": True, "trust_remote_code": False, "seed": None}) == ["--enforce-eager"]
+
+
+def test_zero_is_a_value_not_a_false():
+    assert cli_flags({"seed": 0}) == ["--seed", "0"]
+
+
+def test_dicts_and_lists_go_as_json():
+    assert cli_flags({"limit_mm_per_prompt": {"audio": 4, "image": 0},
+                      "allowed_local_media_path": ["/a", "/b"]}) == [
+        "--limit-mm-per-prompt", '{"audio": 4, "image": 0}',
+        "--allowed-local-media-path", '["/a", "/b"]']
