@@ -1,3 +1,3 @@
 """Root conftest: the harness's pytest plugins, for scenarios and tests alike."""
-pytest_plugins = ["harness.pytest_options", "harness.results.pytest_plugin", "harness.pytest_engines",
-                  "harness.pytest_card"]
+pytest_plugins = ["harness.pytest_options", "harness.plugins.run", "harness.plugins.records",
+                  "harness.plugins.report", "harness.pytest_engines", "harness.pytest_card"]

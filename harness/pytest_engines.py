@@ -26,8 +26,9 @@ from harness.engines.procs import reap_stale
 from harness.engines.results import EngineStartupFailed
 from harness.models import ModelEntry, ModelMatrixError, models_for
 from harness.memory_watch import MemoryWatch
-from harness.results.pytest_plugin import RECORD, SESSION, set_run_metadata, write_check
-from harness.results.record import CheckRecord
+from harness.plugins.records import RECORD
+from harness.plugins.run import run_layout
+from harness.results.record import MEMORY_TIMELINE_POINTS, CheckRecord
 from harness.verdicts import Cause, CheckFailure, Verdict
 
 INTERPRETER = pytest.StashKey[EngineInterpreter]()
@@ -115,6 +116,7 @@ class EngineSession:
         path.parent.mkdir(parents=True, exist_ok=True)
         window.write_csv(path)
         record.timeline_path = str(path)
+        record.memory_timeline = window.to_dict(max_points=MEMORY_TIMELINE_POINTS)["timeline"]
         record.evidence["sampler"] = {"achieved_hz": round(window.achieved_hz, 1),
                                       "notes": window.notes}
 
@@ -149,7 +151,7 @@ def model_paths(engine_interpreter):
 @pytest.fixture(scope="session")
 def engine_pool(pytestconfig, engine_interpreter):
     reap_stale()
-    run_dir = pytestconfig.stash[SESSION].layout.run_dir
+    run_dir = run_layout(pytestconfig).run_dir
     pool = EnginePool(engine_interpreter, run_dir / "engines",
                       remote_url=pytestconfig.getoption("engine_url"))
     yield pool
@@ -182,12 +184,12 @@ def _write_teardown_check(config, entry) -> None:
             record.evidence.update(entry.teardown.evidence())
     if entry.watch and entry.watch.result:
         record.peak_memory = entry.watch.result.peak
-    write_check(config, record)
+    config.hook.pytest_mmharness_add_record(config=config, record=record)
 
 
 @pytest.fixture(scope="session")
 def open_engine(pytestconfig, engine_pool, model_paths):
-    run_dir = pytestconfig.stash[SESSION].layout.run_dir
+    run_dir = run_layout(pytestconfig).run_dir
 
     def open_(kind: str, entry: ModelEntry, scenario: str, **overrides) -> EngineSession:
         if pytestconfig.getoption("engine_url") and kind != "server":
@@ -206,8 +208,8 @@ def open_engine(pytestconfig, engine_pool, model_paths):
         s.watch = engine_pool.watch_of(s.engine)
         s.t0 = s.watch.now() if s.watch else 0.0
         ident = s.engine.identity
-        set_run_metadata(pytestconfig, engine=ident.get("distribution"),
-                         engine_version=ident.get("version"), torch=ident.get("torch"),
-                         device=ident.get("device"), engine_python=ident.get("python"))
+        pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields=dict(
+            engine=ident.get("distribution"), engine_version=ident.get("version"),
+            torch=ident.get("torch"), device=ident.get("device"), engine_python=ident.get("python")))
         return s
     return open_

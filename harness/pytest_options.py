@@ -1,4 +1,5 @@
-"""Every command-line option of the harness, registered in one place."""
+"""Command-line options of the engine, model and card fixtures. The results
+and report plugins (harness/plugins/) register their own."""
 from __future__ import annotations
 
 
@@ -12,16 +13,6 @@ def pytest_addoption(parser):
                 help="run server-kind scenarios against this already running OpenAI-compatible server")
     g.addoption("--engine-python", default=None,
                 help="interpreter (or venv) that runs the engine; default: the harness's own")
-    g.addoption("--results-dir", default=None,
-                help="directory for this run's records, results.json and report (default: reports/run-<time>)")
-    g.addoption("--baseline", default=None,
-                help="results.json of an earlier run to diff against in the report")
-    g.addoption("--history", default=None,
-                help="append-only run history (default: reports/history.jsonl at the repo root)")
-    g.addoption("--memory-diff-pct", type=float, default=10.0,
-                help="with --baseline: list memory peaks that moved by more than this percentage")
-    g.addoption("--known-issues", default=None,
-                help="known-issues TOML registry (default: known_issues.toml at the repo root)")
     g.addoption("--card", default=None,
                 help="emulate a smaller GPU card profile, e.g. l4-22g (GPU tier only)")
     g.addoption("--stress", action="store_true", default=False,

@@ -33,6 +33,7 @@ class Cause(str, enum.Enum):
     EMPTY_OUTPUT = "empty-output"
     OVER_BUDGET = "over-budget"
     HARNESS = "harness"
+    ASSERTION = "assertion"
 
 
 class CheckFailure(AssertionError):
