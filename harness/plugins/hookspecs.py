@@ -38,8 +38,9 @@ def pytest_mmharness_add_record(config, record) -> bool | None:
 
 @hookspec
 def pytest_mmharness_run_metadata(config, fields: dict) -> None:
-    """Facts about this run's engine (engine, engine_version, torch, device,
-    engine_python), reported on whichever worker learnt them."""
+    """Facts about this run, reported on whichever worker learnt them and
+    merged into results.json's `run`: the engine's (engine, engine_version,
+    torch, device, engine_python), and how many checks were collected."""
 
 
 @hookspec

@@ -112,7 +112,6 @@ def _write(config: pytest.Config, record: CheckRecord) -> None:
     config.stash[RECORDER].writer.append(record)
 
 
-@pytest.hookimpl(trylast=True)
 def pytest_mmharness_add_record(config: pytest.Config, record: CheckRecord) -> bool:
     _close(config, record, None)
     _write(config, record)

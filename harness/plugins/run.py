@@ -82,7 +82,7 @@ def run_layout(config: pytest.Config) -> RunLayout:
 
 
 def worker_name(config: pytest.Config) -> str:
-    """"main", or the xdist worker's id: names this process's record file."""
+    """Names this process's record file: "main", or the xdist worker's id."""
     return _run(config).worker
 
 
