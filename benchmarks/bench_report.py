@@ -5,10 +5,10 @@ render it beyond a blank page.
     .venv/bin/python benchmarks/bench_report.py [--checks 1000] [--keep DIR]
 
 The synthetic run is written the way the pytest plugin writes a real one:
-records through the store, with a memory timeline file per check, the
-matplotlib figure drawn for each failure as its record is written. That
-recording cost is printed apart, since a real run pays it in the workers
-while the checks run, not when the page is generated.
+records through the store, each with its 400-point memory timeline and,
+for failures, the log tail. That recording cost is printed apart, since a
+real run pays it in the workers while the checks run; the failures'
+matplotlib figures are drawn with the page, so they count in its time.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.report.html import render_report  # noqa: E402
-from harness.results.attachments import attach  # noqa: E402
+from harness.results.log_tail import log_tail  # noqa: E402
 from harness.results.merge import merge_run  # noqa: E402
 from harness.results.record import CheckRecord  # noqa: E402
 from harness.results.store import RecordWriter, RunLayout  # noqa: E402
@@ -46,23 +46,22 @@ def write_run(run_dir: Path, checks: int, seed: int = 0) -> float:
     rng = random.Random(seed)
     layout = RunLayout(run_dir)
     writers = [RecordWriter(layout, f"gw{i}") for i in range(2)]
-    timelines = run_dir / "timelines"
-    timelines.mkdir(parents=True)
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True)
     verdicts = [v for v, share in MIX for _ in range(round(share * checks))]
     verdicts += ["pass"] * (checks - len(verdicts))
     rng.shuffle(verdicts)
     spent = 0.0
     for i, verdict in enumerate(verdicts):
         family = rng.choice(["audio_ragged", "image_batch", "video_frames", "lora_swap", "prefix_cache"])
-        timeline = timelines / f"{i}.csv"
         budget = 22 * GIB
         level = rng.uniform(4, 20) * GIB
-        with open(timeline, "w") as f:
-            f.write("t,cuda:0,engine-rss\n")
-            for s in range(600):  # 60 s at 10 Hz
-                f.write(f"{s / 10:.1f},{int(level * min(1, s / 120) + rng.uniform(0, 0.3) * GIB)},"
-                        f"{int(3 * GIB + s * 1e6)}\n")
-        log = timelines / f"{i}.log"
+        # 60 s at 10 Hz, thinned by half (the engines plugin keeps at most 400).
+        ticks = range(0, 600, 2)
+        timeline = {"t": [s / 10 for s in ticks], "series": {
+            "cuda:0": [int(level * min(1, s / 120) + rng.uniform(0, 0.3) * GIB) for s in ticks],
+            "engine-rss": [int(3 * GIB + s * 1e6) for s in ticks]}}
+        log = logs / f"{i}.log"
         log.write_text("".join(f"INFO engine step {n} <ok>\n" for n in range(200)))
         failing = verdict in ("fail", "error", "known issue")
         record = CheckRecord(
@@ -74,10 +73,12 @@ def write_run(run_dir: Path, checks: int, seed: int = 0) -> float:
             divergence={"position": i % 40, "expected": "the cat", "actual": "the dog"} if failing else None,
             outputs=f"A photo of {rng.choice(['a cat', 'two dogs', '<img src=x onerror=alert(1)>'])}. " * 8,
             durations={"setup": 0.01, "call": rng.uniform(0.5, 30), "teardown": 0.01},
-            memory_budget={"cuda:0": budget}, timeline_path=str(timeline), log_path=str(log),
-            worker=f"gw{i % 2}")
+            memory_budget={"cuda:0": budget}, memory_timeline=timeline,
+            peak_memory={name: max(values) for name, values in timeline["series"].items()},
+            log_path=str(log), worker=f"gw{i % 2}")
         started = time.perf_counter()
-        attach(record, layout)
+        if failing:
+            record.log_tail = log_tail(log)
         writers[i % 2].append(record)
         spent += time.perf_counter() - started
     for writer in writers:
@@ -116,15 +117,16 @@ def main() -> None:
     recording = write_run(run_dir, args.checks)
     layout = RunLayout(run_dir)
     started = time.perf_counter()
-    results = merge_run(layout, {"run_id": run_dir.name, "engine": "vllm", "engine_version": "0.9.2"})
+    results = merge_run(layout, {"run_id": run_dir.name, "engine": "vllm", "engine_version": "0.9.2"},
+                        incomplete=None)
     merged = time.perf_counter()
     render_report(results, layout.report_html)
     rendered = time.perf_counter()
     size = layout.report_html.stat().st_size
-    failures = sum(1 for r in results.records if r.plot_path)
+    failures = sum(1 for r in results.records if r.verdict not in ("pass", "skip"))
 
     print(f"checks: {len(results.records)} ({failures} with a matplotlib figure)")
-    print(f"recording (records, timelines, failure figures; paid in the workers during the run): "
+    print(f"recording (records and log tails; paid in the workers during the run): "
           f"{recording:.2f} s")
     print(f"page generation: {rendered - started:.3f} s "
           f"(merge {merged - started:.3f} s + render {rendered - merged:.3f} s)")

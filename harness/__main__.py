@@ -1,8 +1,8 @@
 """Command line of the harness's results: `python -m harness report ...`.
 
   report diff OLD NEW        what broke, was fixed, still fails; memory moves
-  report render RUN_DIR      merge a run's records (a killed run's too) and
-                             write its report.html
+  report render RUN_DIR      merge a run's records (a killed run's too, marked
+                             incomplete) and write its report.html
   report summary RUN_DIR     the one-line summary and the report's path
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from harness.results.run import ResultsError, load_results
 from harness.results.store import RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
+KILLED = "killed before it finished"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,11 +67,17 @@ def _render(args: argparse.Namespace) -> int:
     baseline = load_results(args.baseline) if args.baseline else None
     if layout.records_dir.is_dir():
         # The records are the source of truth: merge them again, keeping the
-        # metadata the run wrote (a killed run wrote none, so take the host's).
-        previous = load_results(layout.results_json).run if layout.results_json.exists() else {
-            "run_id": layout.run_dir.name, **collect_host_metadata(REPO),
-            "merged": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        results = merge_run(layout, previous)
+        # metadata the run wrote. A run with no results.json of its own was
+        # killed before its end: take the host's metadata, and say so.
+        if layout.results_json.exists():
+            previous = load_results(layout.results_json)
+            metadata = previous.run
+            incomplete = None if previous.complete else previous.run.get("incomplete_reason") or KILLED
+        else:
+            metadata = {"run_id": layout.run_dir.name, **collect_host_metadata(REPO),
+                        "merged": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+            incomplete = KILLED
+        results = merge_run(layout, metadata, incomplete=incomplete)
     else:
         results = load_results(layout.results_json)
     run_id = results.run.get("run_id", layout.run_dir.name)

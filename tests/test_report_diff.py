@@ -22,7 +22,7 @@ def _runs() -> tuple[RunResults, RunResults]:
                            message=f"{check} went {verdict}",
                            peak_memory={"cuda:0": int(peak * GIB)} if peak else {})
     old = RunResults(run={"run_id": "run-old", "engine": "vllm", "engine_version": "0.9.1",
-                          "torch": "2.5.1", "cpu_model": "Xeon"}, records=[
+                          "torch": "2.5.1", "cpu_model": "Xeon", "complete": True}, records=[
         rec("test_breaks", "pass", peak=10.0),
         rec("test_fixed", "fail", "oom", peak=20.0),
         rec("test_still", "error", "engine-dead"),
@@ -32,7 +32,7 @@ def _runs() -> tuple[RunResults, RunResults]:
         rec("test_removed", "fail", "leak"),
     ])
     new = RunResults(run={"run_id": "run-new", "engine": "vllm", "engine_version": "0.9.2",
-                          "torch": "2.5.1", "cpu_model": "Xeon"}, records=[
+                          "torch": "2.5.1", "cpu_model": "Xeon", "complete": True}, records=[
         rec("test_breaks", "fail", "mismatch", peak=10.0),
         rec("test_fixed", "pass", peak=14.0),
         rec("test_still", "error", "engine-dead"),

@@ -2,6 +2,8 @@
 headless Chromium that loads it, runs its script and takes a screenshot."""
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 import re
@@ -13,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.report.html import render_report
-from harness.results.attachments import attach
 from harness.results.history import Streak
+from harness.results.log_tail import log_tail
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults, load_results
@@ -29,18 +31,17 @@ FAILING = "scenarios/test_image_batch.py::test_batch[tiny-llava-<b>4</b>]"
 PASSING = "scenarios/test_audio_ragged.py::test_ragged[tiny-whisper]"
 
 
-def _timeline(path: Path, peak_gib: float) -> Path:
-    rows = ["t,cuda:0,engine-rss"]
-    for i in range(300):
-        gpu = peak_gib * GIB * min(1.0, i / 100) - (0.5 * GIB if i > 250 else 0)
-        rows.append(f"{i / 10:.1f},{int(gpu)},{int(2 * GIB + i * 1e6)}")
-    path.write_text("\n".join(rows) + "\n")
-    return path
+def _timeline(peak_gib: float) -> dict:
+    """A record's memory_timeline as the engines plugin leaves it: 400
+    points, the GPU rising to its peak and falling back a little."""
+    gpu = [int(peak_gib * GIB * min(1.0, i / 100) - (0.5 * GIB if i > 250 else 0)) for i in range(400)]
+    return {"t": [i / 10 for i in range(400)],
+            "series": {"cuda:0": gpu, "engine-rss": [int(2 * GIB + i * 1e6) for i in range(400)]}}
 
 
 def crafted_run(base: Path) -> RunResults:
     """A run with one check of each verdict, written through the store the
-    way the plugin writes one: real timeline and log files, a real figure."""
+    way the plugin writes one: a real log file, memory on the records."""
     layout = RunLayout(base / "run-20260102T020000Z")
     files = base / "files"
     files.mkdir(parents=True)
@@ -53,12 +54,13 @@ def crafted_run(base: Path) -> RunResults:
                     message=f"engine ran out of memory on a batch of 4 {PWN}",
                     divergence={"position": 7, "expected": "a cat", "actual": PWN_IMG},
                     outputs=[PWN, PWN_IMG], memory_budget={"cuda:0": 22 * GIB},
-                    timeline_path=str(_timeline(files / "fail.csv", 21.0)), log_path=str(log),
+                    memory_timeline=_timeline(21.0), peak_memory={"cuda:0": 21 * GIB},
+                    log_path=str(log), log_tail=log_tail(log),
                     durations={"setup": 0.2, "call": 12.5, "teardown": 0.1}),
         CheckRecord(id=PASSING, family="audio_ragged", model="tiny-whisper", engine="offline:vllm",
                     engine_version="0.9.2", verdict="pass", outputs=PWN,
                     memory_budget={"cuda:0": 22 * GIB},
-                    timeline_path=str(_timeline(files / "pass.csv", 6.0)),
+                    memory_timeline=_timeline(6.0), peak_memory={"cuda:0": 6 * GIB},
                     durations={"setup": 0.1, "call": 3.0, "teardown": 0.1}),
         CheckRecord(id="scenarios/test_video.py::test_frames[tiny]", family="video", verdict="error",
                     cause="harness: KeyError", message="KeyError: 'frames'"),
@@ -70,14 +72,13 @@ def crafted_run(base: Path) -> RunResults:
     ]
     writer = RecordWriter(layout, "gw0")
     for record in records:
-        attach(record, layout)
         writer.append(record)
     writer.close()
-    return merge_run(layout, {"run_id": layout.run_dir.name, "engine": "vllm",
+    return merge_run(layout, {"run_id": layout.run_dir.name, "finished": "2026-01-02T03:00:00+00:00", "engine": "vllm",
                               "engine_version": "0.9.2", "torch": "2.5.1", "tier": "gpu",
                               "started": "2026-01-02T02:00:00+00:00",
                               "gpus": [{"index": 0, "name": "NVIDIA L4", "driver": "550.54",
-                                        "memory_bytes": 24 * GIB}]})
+                                        "memory_bytes": 24 * GIB}]}, incomplete=None)
 
 
 @pytest.fixture
@@ -115,18 +116,26 @@ def test_summary_failures_by_cause_and_since(report):
     assert "https://example.invalid/vllm/issues/9" in page
 
 
+def _page_data(report: Path) -> dict:
+    page = report.read_text()
+    data = page[page.index('id="mmh-data">') + len('id="mmh-data">'):]
+    return json.loads(data[:data.index("</script>")])
+
+
 def test_failure_gets_a_matplotlib_figure_and_the_rest_a_downsampled_timeline(report):
-    run_dir = report.parent
-    records = {r.id: r for r in load_results(run_dir).records}
-    figure = run_dir / records[FAILING].plot_path
-    svg = figure.read_text()
+    data = _page_data(report)
+    rows = {row["id"]: row for row in data["records"]}
+    # Drawn from the record's timeline as the page was rendered: no file.
+    svg = gzip.decompress(base64.b64decode(rows[FAILING]["figure"])).decode()
     assert svg.lstrip().startswith("<?xml") and "Matplotlib" in svg
     assert "of budget" in svg and "cuda:0 budget 22.0 GiB" in svg
-    assert records[PASSING].plot_path is None
-    timeline = records[PASSING].memory_timeline
-    assert len(timeline["t"]) <= 48
+    assert "figure" not in rows[PASSING]
+    assert not (report.parent / "plots").exists()
+    details = json.loads(gzip.decompress(base64.b64decode(data["details"])))
+    timeline = details[[row["id"] for row in data["records"]].index(PASSING)]["memory_timeline"]
+    assert timeline["t"]["n"] <= 48
     # The bucket maximum keeps the peak through downsampling.
-    assert max(timeline["series"]["cuda:0"]) == records[PASSING].peak_memory["cuda:0"]
+    assert max(timeline["mib"]["cuda:0"]) == 6 * GIB // 2**20
 
 
 def _chromium(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
@@ -161,10 +170,7 @@ needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(),
 
 
 def _row_of(report: Path, check: str) -> int:
-    page = report.read_text()
-    data = page[page.index('id="mmh-data">') + len('id="mmh-data">'):]
-    records = json.loads(data[:data.index("</script>")])["records"]
-    return next(i for i, r in enumerate(records) if r["id"] == check)
+    return next(i for i, r in enumerate(_page_data(report)["records"]) if r["id"] == check)
 
 
 @needs_chromium

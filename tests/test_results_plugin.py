@@ -12,25 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.pytest_plugin import exit_status
+from harness.plugins.run import exit_status
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults, load_results
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-PLUGINS = 'pytest_plugins = ["harness.pytest_options", "harness.results.pytest_plugin"]\n'
+PLUGINS = ('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
+           '"harness.plugins.report"]\n')
 
 SUITE = '''
 import pytest
-from harness.results.pytest_plugin import set_run_metadata
 from harness.verdicts import Cause, CheckFailure
 
 
 @pytest.fixture
 def engine(check_record, pytestconfig):
     check_record.engine, check_record.engine_version = "offline:vllm", "0.9.2"
-    set_run_metadata(pytestconfig, engine="vllm", engine_version="0.9.2", device="cpu")
+    pytestconfig.hook.pytest_mmharness_run_metadata(
+        config=pytestconfig, fields={"engine": "vllm", "engine_version": "0.9.2", "device": "cpu"})
 
 
 @pytest.fixture
@@ -234,14 +235,27 @@ def test_bad_registry_or_baseline_stops_the_run_before_it_starts(pytester, optio
     assert not run_dir.exists()
 
 
-def test_exit_status_fails_a_run_that_lost_records():
-    green = RunResults(run={}, records=[CheckRecord(id="a", verdict="pass")])
-    lost = RunResults(run={}, records=green.records, problems=["gw0.jsonl:4: unfinished record"])
-    failed = RunResults(run={}, records=[CheckRecord(id="a", verdict="error")])
+def test_exit_status_fails_a_run_that_lost_records_or_did_not_finish():
+    done = {"complete": True}
+    green = RunResults(run=done, records=[CheckRecord(id="a", verdict="pass")])
+    lost = RunResults(run=done, records=green.records, problems=["gw0.jsonl:4: unfinished record"])
+    failed = RunResults(run=done, records=[CheckRecord(id="a", verdict="error")])
+    cut_short = RunResults(run={"complete": False, "incomplete_reason": "stopped by pytest.exit: x"},
+                           records=green.records)
     assert exit_status(green, pytest.ExitCode.OK) == pytest.ExitCode.OK
     assert exit_status(lost, pytest.ExitCode.OK) == pytest.ExitCode.TESTS_FAILED
     assert exit_status(failed, pytest.ExitCode.OK) == pytest.ExitCode.TESTS_FAILED
     assert exit_status(green, pytest.ExitCode.INTERRUPTED) == pytest.ExitCode.INTERRUPTED
+    assert exit_status(cut_short, pytest.ExitCode.OK) == pytest.ExitCode.INTERRUPTED
+    assert exit_status(cut_short, pytest.ExitCode.TESTS_FAILED) == pytest.ExitCode.TESTS_FAILED
+
+
+def test_results_json_of_an_older_harness_is_complete_if_it_finished():
+    """Runs merged before `complete` existed: the plugin wrote `finished`,
+    a render of a killed run did not."""
+    assert RunResults(run={"finished": "2026-01-02T03:00:00+00:00"}, records=[]).complete
+    killed = RunResults(run={"merged": "2026-01-02T03:00:00+00:00"}, records=[CheckRecord(id="a")])
+    assert killed.incompleteness == "did not finish: 1 checks recorded"
 
 
 def _subprocess_env():
@@ -251,18 +265,19 @@ def _subprocess_env():
 XDIST_SUITE = '''
 import os
 import pytest
-from harness.results.pytest_plugin import set_run_metadata
 
 @pytest.mark.parametrize("i", range(4))
 def test_spread(check_record, pytestconfig, i):
-    set_run_metadata(pytestconfig, engine="vllm", engine_version="0.9.2")
+    pytestconfig.hook.pytest_mmharness_run_metadata(
+        config=pytestconfig, fields={"engine": "vllm", "engine_version": "0.9.2"})
 
 def test_worker_dies(check_record):
     os.kill(os.getpid(), 9)  # as an in-process engine crash takes its worker down
 '''
 
 
-def test_xdist_workers_share_the_run_and_a_dead_worker_still_leaves_a_record(pytester):
+def test_xdist_workers_share_the_run_and_a_dead_worker_still_leaves_a_record(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's harness, not the venv's
     pytester.makeconftest(PLUGINS)
     pytester.makepyfile(test_suite=XDIST_SUITE)
     run_dir = pytester.path / "run"
@@ -317,13 +332,115 @@ def test_killed_run_keeps_its_records_and_renders_afterwards(pytester):
         proc.wait(timeout=10)
     assert not (run_dir / "results.json").exists()  # killed before the end
 
+    history = pytester.path / "h.jsonl"
     render = subprocess.run([sys.executable, "-m", "harness", "report", "render", str(run_dir),
-                             "--history", str(pytester.path / "h.jsonl")],
+                             "--history", str(history), "--append-history"],
                             cwd=REPO, env=_subprocess_env(), capture_output=True, text=True, timeout=60)
-    assert render.returncode == 0, render.stderr
-    assert "mmharness: nothing new from the engine: 2 pass (2 checks)" in render.stdout
+    assert render.returncode == 1, render.stderr  # two passes, but a third never ran
+    incomplete = "killed before it finished: 2 of 3 checks recorded"
+    assert f"mmharness: INCOMPLETE ({incomplete}): 2 pass (2 checks)" in render.stdout
     results = load_results(run_dir)
     assert [r.id for r in results.records] == ["test_suite.py::test_one", "test_suite.py::test_two"]
     assert results.records[1].outputs == "done"
     assert results.run["started"] == results.records[0].started  # a killed run has no start of its own
-    assert "did not finish" in (run_dir / "report.html").read_text()
+    assert (results.run["complete"], results.run["incomplete_reason"]) == (False, "killed before it finished")
+    [line] = [json.loads(line) for line in history.read_text().splitlines()]
+    assert (line["complete"], line["incomplete_reason"]) == (False, incomplete)
+    page = (run_dir / "report.html").read_text()
+    assert f"Incomplete run: {incomplete}." in page and "did not finish" in page
+
+
+INTERRUPTED_SUITE = '''
+import os
+import signal
+
+def test_one(check_record):
+    pass
+
+def test_ctrl_c(check_record):
+    os.kill(os.getpid(), signal.SIGINT)
+
+def test_never_reached(check_record):
+    pass
+'''
+
+
+def test_interrupted_run_says_so_everywhere(pytester):
+    pytester.makeconftest(PLUGINS)
+    pytester.makepyfile(test_suite=INTERRUPTED_SUITE)
+    run_dir, history = pytester.path / "run", pytester.path / "h.jsonl"
+    done = subprocess.run([sys.executable, "-m", "pytest", f"--results-dir={run_dir}",
+                           f"--history={history}", "-p", "no:cacheprovider"], cwd=pytester.path,
+                          env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
+    incomplete = "interrupted (Ctrl-C / SIGINT): 1 of 3 checks recorded"
+    assert f"mmharness: INCOMPLETE ({incomplete}): 1 pass (1 checks)" in done.stdout
+    results = load_results(run_dir)
+    assert [r.id for r in results.records] == ["test_suite.py::test_one"]
+    assert results.run["complete"] is False and results.run["checks_collected"] == 3
+    assert results.incompleteness == incomplete
+    [line] = [json.loads(line) for line in history.read_text().splitlines()]
+    assert (line["complete"], line["incomplete_reason"]) == (False, incomplete)
+    assert f"Incomplete run: {incomplete}." in (run_dir / "report.html").read_text()
+
+
+def test_run_stopped_by_maxfail_is_incomplete(pytester):
+    pytester.makepyfile(test_suite="def test_fails(check_record):\n    assert False\n\n"
+                                   "def test_not_run(check_record):\n    pass\n")
+    result, run_dir = _run(pytester, "-x")
+    results = load_results(run_dir)
+    assert results.incompleteness == "stopped early: stopping after 1 failures: 1 of 2 checks recorded"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["mmharness: FAILED, INCOMPLETE (stopped early: *): 1 fail (1 checks)"])
+
+
+# Another plugin, as the engines plugin uses the records plugin's hooks: it
+# adds to every record once, and hands over a teardown check of its own.
+OTHER_PLUGIN = '''
+import pytest
+from harness.results.record import CheckRecord
+from harness.verdicts import Cause, Verdict
+
+
+def pytest_mmharness_record(record, item):
+    record.evidence.setdefault("seen_by_other_plugin", []).append(item.name if item else None)
+    record.engine, record.engine_version = "offline:vllm", "0.9.2"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine(pytestconfig):
+    yield
+    leak = CheckRecord(id="engine_teardown::tiny", family="engine_teardown",
+                       verdict=Verdict.FAIL.value, cause=Cause.LEAK.value,
+                       message="2 engine processes survived teardown")
+    assert pytestconfig.hook.pytest_mmharness_add_record(config=pytestconfig, record=leak) is True
+'''
+
+TEARDOWN_REGISTRY = '''
+[[issue]]
+check = "engine_teardown::*"
+engine_versions = ">=0.9,<0.10"
+cause = "leak"
+link = "https://example.invalid/vllm/issues/11"
+reason = "the tokenizer pool outlives the engine"
+'''
+
+
+def test_other_plugins_add_to_each_record_once_and_hand_over_teardown_checks(pytester):
+    pytester.makepyfile(other_plugin=OTHER_PLUGIN,
+                        test_suite="def test_pass(check_record):\n    pass\n\n"
+                                   "def test_fail(check_record):\n    assert False\n")
+    registry = pytester.path / "known_issues.toml"
+    registry.write_text(TEARDOWN_REGISTRY)
+    pytester.syspathinsert()
+    result, run_dir = _run(pytester, "-p", "other_plugin", f"--known-issues={registry}")
+    records = {r.id: r for r in load_results(run_dir).records}
+    assert {check: r.evidence["seen_by_other_plugin"] for check, r in records.items()} == {
+        "test_suite.py::test_pass": ["test_pass"], "test_suite.py::test_fail": ["test_fail"],
+        "engine_teardown::tiny": [None]}
+    teardown = records["engine_teardown::tiny"]
+    # Its own verdict went through the same close: known issues applied to it.
+    assert (teardown.verdict, teardown.cause) == ("known issue", "leak")
+    assert teardown.known_issue["link"] == "https://example.invalid/vllm/issues/11"
+    assert teardown.worker == "main" and teardown.finished
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # test_fail, not the known leak

@@ -71,10 +71,11 @@ def test_merge_across_workers(tmp_path):
     layout.metadata_file("gw0").write_text(json.dumps({"engine_version": "0.9.1"}))
     layout.metadata_file("gw1").write_text(json.dumps({"engine_version": "0.9.1", "device": "cpu"}))
 
-    merged = merge_run(layout, {"command": "pytest scenarios"})
+    merged = merge_run(layout, {"command": "pytest scenarios"}, incomplete=None)
     assert [r.id for r in merged.records] == ["a", "b", "c", "d"]
     assert merged.counts == {"pass": 1, "fail": 1, "error": 0, "skip": 1, "known issue": 1}
-    assert merged.run == {"command": "pytest scenarios", "engine_version": "0.9.1", "device": "cpu"}
+    assert merged.run == {"command": "pytest scenarios", "engine_version": "0.9.1", "device": "cpu",
+                          "complete": True}
     assert not merged.green  # "c" failed
 
     again = load_results(tmp_path)
@@ -87,7 +88,7 @@ def test_workers_disagreeing_on_metadata_keep_both_values(tmp_path):
     _write(layout, "gw0", CheckRecord(id="a", verdict="pass"))
     layout.metadata_file("gw0").write_text(json.dumps({"engine_version": "0.9.1"}))
     layout.metadata_file("gw1").write_text(json.dumps({"engine_version": "0.9.2"}))
-    assert merge_run(layout, {}).run["engine_version"] == ["0.9.1", "0.9.2"]
+    assert merge_run(layout, {}, incomplete=None).run["engine_version"] == ["0.9.1", "0.9.2"]
 
 
 def test_corrupt_and_unfinished_lines_are_reported_and_nothing_else_is_lost(tmp_path):
@@ -100,7 +101,7 @@ def test_corrupt_and_unfinished_lines_are_reported_and_nothing_else_is_lost(tmp_
         f.write(b'{"id": "half-writ')
     before = path.read_bytes()
 
-    merged = merge_run(layout, {})
+    merged = merge_run(layout, {}, incomplete=None)
     assert [r.id for r in merged.records] == ["a", "b"]
     assert len(merged.problems) == 2
     assert f"{path}:2: unreadable record" in merged.problems[0]
@@ -148,3 +149,16 @@ def test_loading_bad_results_names_the_problem(tmp_path, content, expected):
         path.write_text(content)
     with pytest.raises(ResultsError, match=expected):
         load_results(path)
+
+
+def test_merge_marks_a_run_that_did_not_go_to_its_end(tmp_path):
+    layout = RunLayout(tmp_path)
+    _write(layout, "main", CheckRecord(id="a", verdict="pass"))
+    layout.metadata_file("main").write_text(json.dumps({"checks_collected": 3}))
+    cut = merge_run(layout, {"run_id": "r"}, incomplete="interrupted (Ctrl-C / SIGINT)")
+    assert (cut.run["complete"], cut.run["incomplete_reason"]) == (False, "interrupted (Ctrl-C / SIGINT)")
+    assert cut.incompleteness == "interrupted (Ctrl-C / SIGINT): 1 of 3 checks recorded"
+    assert not cut.green  # its one check passed, but two never ran
+    # Merged again as complete (a re-render of a finished run), no stale reason stays.
+    again = merge_run(layout, load_results(tmp_path).run, incomplete=None)
+    assert again.complete and "incomplete_reason" not in again.run and again.green

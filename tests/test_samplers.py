@@ -184,17 +184,18 @@ def test_missing_key_is_absent_not_zero():
     assert r.to_dict()["timeline"]["series"]["y"] == [None, None, 9]
 
 
-def test_csv_timeline_reads_back_in_the_results_store(tmp_path):
-    from harness.results.timeline import read_timeline
+def test_timeline_goes_on_a_record_and_survives_the_reports_thinning(tmp_path):
+    from harness.report.timeline import downsample
     series = _Series()
     series.append(10.0, {"gpu0-used": 5})
     series.append(10.5, {"gpu0-used": 9, "gpu0-engine": 4})
     r = SamplerResult("t", 100, 10.0, 10.5, 0.0, 0.0, 2, _series=series)
-    r.write_csv(tmp_path / "timeline.csv")
-    timeline = read_timeline(tmp_path / "timeline.csv")
-    assert timeline.t == [0.0, 0.5]
-    assert timeline.series == {"gpu0-engine": [None, 4], "gpu0-used": [5, 9]}
-    assert timeline.peaks() == r.peak
+    timeline = r.to_dict()["timeline"]  # a record's memory_timeline
+    assert timeline == {"t": [0.0, 0.5], "series": {"gpu0-used": [5, 9], "gpu0-engine": [None, 4]}}
+    assert downsample(timeline, 1) == {"t": [0.0], "series": {"gpu0-used": [9], "gpu0-engine": [4]}}
+    r.write_csv(tmp_path / "timeline.csv")  # the full-resolution file, for people
+    assert (tmp_path / "timeline.csv").read_text().splitlines() == [
+        "t,gpu0-engine,gpu0-used", "0.0000,,5", "0.5000,4,9"]
 
 
 def test_achieved_rate_and_cpu_fraction_are_per_second_of_run():

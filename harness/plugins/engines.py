@@ -93,9 +93,10 @@ def model_paths(engine_interpreter):
 
 
 @pytest.fixture(scope="session")
-def engine_pool(pytestconfig, engine_interpreter, tmp_path_factory):
+def engine_pool(pytestconfig, engine_interpreter):
     reap_stale()
-    pool = EnginePool(engine_interpreter, _run_dir(pytestconfig, tmp_path_factory) / "engines",
+    run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
+    pool = EnginePool(engine_interpreter, run_dir / "engines",
                       remote_url=pytestconfig.getoption("engine_url"))
     pytestconfig.stash[POOL] = pool
     yield pool
@@ -232,12 +233,6 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
         else:
             record.verdict, record.cause, record.message = Verdict.FAIL.value, Cause.LEAK.value, verdict.message
     return record
-
-
-def _run_dir(config: pytest.Config, tmp_path_factory) -> Path:
-    """The records plugin's run directory; a temporary one when it is not loaded."""
-    found = config.hook.pytest_mmharness_run_dir(config=config)
-    return Path(found) if found else tmp_path_factory.mktemp("run")
 
 
 def _slug(text: str) -> str:

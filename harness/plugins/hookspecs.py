@@ -15,19 +15,25 @@ hookspec = pluggy.HookspecMarker("pytest")
 @hookspec
 def pytest_mmharness_record(record, item) -> None:
     """Add what this plugin knows to a check's record, once, just before the
-    record is closed (verdict folded, known issues applied, written).
+    record is closed (known issues applied, log tail kept; then written).
 
-    `item` is the pytest item of the check, or None for a record that no
-    test made (an engine's teardown check). Engine facts (identity, log
-    slice, memory, crash) and workload facts go in here.
+    A test's record is closed when its verdict is decided: after the first
+    phase (setup, call, teardown) that failed, else after its teardown. So
+    `record.verdict` is already folded from pytest's outcome here; a plugin
+    may still change it. `item` is the pytest item of the check, or None
+    for a record that no test made (an engine's teardown check, a
+    collection error, a check whose xdist worker died). Engine facts
+    (identity, log slice, peak_memory and memory_timeline, crash) and
+    workload facts go in here.
     """
 
 
 @hookspec(firstresult=True)
 def pytest_mmharness_add_record(config, record) -> bool | None:
     """Close and write a record that no pytest test made (an engine's
-    teardown check), through the same pipeline as a test's record.
-    Implemented by the records plugin; returns True once written."""
+    teardown check), through the same pipeline as a test's record. A
+    verdict, cause and message already set are kept (known issues still
+    apply). Implemented by the records plugin; returns True once written."""
 
 
 @hookspec(firstresult=True)
@@ -38,8 +44,9 @@ def pytest_mmharness_run_dir(config):
 
 @hookspec
 def pytest_mmharness_run_metadata(config, fields: dict) -> None:
-    """Facts about this run's engine (engine, engine_version, torch, device,
-    engine_python), reported on whichever worker learnt them."""
+    """Facts about this run, reported on whichever worker learnt them and
+    merged into results.json's `run`: the engine's (engine, engine_version,
+    torch, device, engine_python), and how many checks were collected."""
 
 
 @hookspec

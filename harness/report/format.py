@@ -50,6 +50,10 @@ def since_text(streak: Streak | None) -> str:
     return f"failing since {streak.since_run} ({streak.runs} runs)"
 
 
+def has_memory_timeline(record: CheckRecord) -> bool:
+    return bool(record.memory_timeline and record.memory_timeline.get("t"))
+
+
 def has_detail(record: CheckRecord) -> bool:
     return record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value
 

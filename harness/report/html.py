@@ -4,8 +4,9 @@ broke, since when and why.
 Order of the page: the verdict counts and run metadata, the diff against a
 baseline, failures grouped by cause, the filterable table of every check,
 then one section per failure with its message, first divergence, log tail
-and memory figure. Engine output is untrusted: the sections escape it and
-the page's script only ever sets it as text.
+and memory figure (drawn here from the record's memory timeline). Engine
+output is untrusted: the sections escape it and the page's script only
+ever sets it as text.
 """
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from typing import Iterable
 
 from harness.report import sections
 from harness.report.diff import diff_runs
-from harness.report.format import TRIAGE, engine_label
+from harness.report.format import TRIAGE, engine_label, has_memory_timeline
 from harness.report.page_data import page_data, script_json
+from harness.report.plots import memory_figure_svg
 from harness.report.summary import summary_line
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.store import write_text_atomic
+from harness.verdicts import Verdict
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "reports" / "template.html"
 VENDOR = Path(__file__).resolve().parent / "vendor"
@@ -36,7 +39,7 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
     streaks = streaks or {}
     records = sorted(results.records, key=lambda r: (TRIAGE.get(r.verdict, 0), r.id))
     index = {r.id: i for i, r in enumerate(records)}
-    figures, missing = _figures(records, out.parent)
+    figures, missing = _figures(records)
     run_engine = engine_label(results.run.get("engine"), results.run.get("engine_version"))
     diff = diff_runs(baseline, results, memory_pct) if baseline is not None else None
     body = "\n".join([
@@ -63,19 +66,19 @@ def _fill(template: str, parts: dict[str, str]) -> str:
     return re.sub(r"__MMH_([A-Z_]+?)__", lambda m: parts[m.group(1)], template)
 
 
-def _figures(records: list[CheckRecord], run_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """The matplotlib figures the store drew for failures, gzipped and in
-    base64 (a quarter of the SVG's size; the page inflates one as it comes
-    into view), and a line for each figure that could not be read."""
+def _figures(records: list[CheckRecord]) -> tuple[dict[str, str], dict[str, str]]:
+    """A matplotlib figure of the memory timeline of each check that did not
+    pass, gzipped and in base64 (a quarter of the SVG's size; the page
+    inflates one as it comes into view), and a line for each figure that
+    could not be drawn."""
     figures, missing = {}, {}
     for record in records:
-        if not record.plot_path:
+        if record.verdict in (Verdict.PASS.value, Verdict.SKIP.value) or not has_memory_timeline(record):
             continue
-        path = run_dir / record.plot_path
         try:
-            svg = path.read_bytes()
-        except OSError as exc:
-            missing[record.id] = f"memory figure missing: {path} ({exc.strerror})"
+            svg = memory_figure_svg(record.memory_timeline, record.memory_budget).encode()
+        except Exception as exc:  # one bad timeline must not cost the page
+            missing[record.id] = f"memory figure not drawn: {type(exc).__name__}: {exc}"
             continue
         figures[record.id] = base64.b64encode(gzip.compress(svg, mtime=0)).decode("ascii")
     return figures, missing

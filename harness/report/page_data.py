@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.format import (MIB, OUTPUT_CHARS, TRIAGE, clip, engine_label, first_line,
-                                   has_detail, since_text)
+                                   has_detail, has_memory_timeline, since_text)
+from harness.report.timeline import downsample
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.verdicts import Verdict
+
+# The browser draws this many points per check; failures also get a figure
+# drawn from the record's full timeline.
+PAGE_POINTS = 48
 
 
 def script_json(value: Any) -> str:
@@ -71,8 +76,8 @@ def _detail(record: CheckRecord, run_engine: str, run_dir: Path) -> dict[str, An
         text = record.outputs if isinstance(record.outputs, str) else json.dumps(
             record.outputs, ensure_ascii=False, default=repr)
         detail["outputs"] = clip(text, OUTPUT_CHARS[failed])
-    if record.memory_timeline:
-        detail["memory_timeline"] = _compact_timeline(record.memory_timeline)
+    if has_memory_timeline(record):
+        detail["memory_timeline"] = _compact_timeline(downsample(record.memory_timeline, PAGE_POINTS))
     return _compact(detail)
 
 

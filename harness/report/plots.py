@@ -1,4 +1,5 @@
-"""Memory timeline figures for failing checks, drawn by matplotlib.
+"""Memory timeline figures for failing checks, drawn by matplotlib from
+the record's `memory_timeline` when the report is rendered.
 
 Only failures get a full figure; the report draws the other checks'
 downsampled timelines in the browser. matplotlib is imported on the first
@@ -7,8 +8,9 @@ figure, since its import alone costs about half a second.
 from __future__ import annotations
 
 import io
+from typing import Any
 
-from harness.results.timeline import Timeline
+from harness.report.timeline import downsample
 
 GIB = 2**30
 # Enough points to show every step a human can see at this width; the
@@ -16,22 +18,22 @@ GIB = 2**30
 FIGURE_POINTS = 300
 
 
-def memory_figure_svg(timeline: Timeline, budget: dict[str, int]) -> str:
+def memory_figure_svg(timeline: dict[str, Any], budget: dict[str, int]) -> str:
     """The timeline of each series with its peak marked, and the card budget
     drawn where one applies."""
     import matplotlib
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
-    shown = timeline.downsampled(FIGURE_POINTS)
+    shown = downsample(timeline, FIGURE_POINTS)
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "mmharness",
                                 "font.size": 8}):
         fig = Figure(figsize=(8.0, 2.8))
         ax = fig.add_subplot()
-        end = shown.t[-1] if shown.t else 0
-        for index, (name, values) in enumerate(shown.series.items()):
+        end = shown["t"][-1] if shown["t"] else 0
+        for index, (name, values) in enumerate(shown["series"].items()):
             color = f"C{index}"
-            points = [(t, v / GIB) for t, v in zip(shown.t, values) if v is not None]
+            points = [(t, v / GIB) for t, v in zip(shown["t"], values) if v is not None]
             if not points:
                 continue
             ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.2, color=color, label=name)

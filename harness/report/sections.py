@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.report.diff import RunDiff
 from harness.report.format import (GIB, OUTPUT_CHARS, ORDER, as_text, clip, css_class, first_line,
-                                   has_detail, pretty, since_text, verdict_badge)
+                                   has_detail, has_memory_timeline, pretty, since_text, verdict_badge)
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
@@ -18,10 +18,19 @@ from harness.verdicts import Verdict
 
 def summary(results: RunResults, history_problems: list[str]) -> str:
     run, counts = results.run, results.counts
-    banner = ('<div class="banner green">Nothing new from the engine.</div>' if results.green else
-              f'<div class="banner red">{len(results.failures)} check(s) failed'
-              f'{", " + str(len(results.problems)) + " record line(s) unreadable" if results.problems else ""}'
-              f'.</div>')
+    if results.green:
+        banner = '<div class="banner green">Nothing new from the engine.</div>'
+    elif results.failures or results.problems:
+        banner = (f'<div class="banner red">{len(results.failures)} check(s) failed'
+                  f'{", " + str(len(results.problems)) + " record line(s) unreadable" if results.problems else ""}'
+                  f'.</div>')
+    else:
+        banner = ""
+    if not results.complete:
+        # Whatever else it says, a run cut short cannot vouch for the checks
+        # it never reached.
+        banner += (f'<div class="banner red incomplete">Incomplete run: '
+                   f'{escape(results.incompleteness)}.</div>')
     chips = "".join(
         f'<div class="count {css_class(v.value)}" data-verdict="{escape(v.value)}" data-count="{counts[v.value]}">'
         f'<b>{counts[v.value]}</b>{escape(v.value)}</div>' for v in ORDER)
@@ -36,7 +45,8 @@ def summary(results: RunResults, history_problems: list[str]) -> str:
 # Run fields the metadata table shows under its own labels (or not at all).
 SHOWN_RUN_FIELDS = {"engine", "engine_version", "torch", "device", "tier", "started", "finished",
                     "command", "harness_git_sha", "harness_git_dirty", "python", "harness_torch",
-                    "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status"}
+                    "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status",
+                    "complete", "incomplete_reason"}
 
 
 def _metadata(run: dict[str, Any]) -> str:
@@ -191,7 +201,7 @@ def _article(r: CheckRecord, i: int, streak: Streak | None, has_figure: bool,
         parts.append(f'<h4>Memory</h4><div class="plot" data-figure="{i}"></div>')
     elif missing_figure:
         parts.append(f'<h4>Memory</h4><p class="msg">{escape(missing_figure)}</p>')
-    elif r.memory_timeline:
+    elif has_memory_timeline(r):
         parts.append(f'<h4>Memory (downsampled)</h4><div class="chart" data-i="{i}"></div>')
     parts.append("</article>")
     return "".join(parts)

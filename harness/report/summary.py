@@ -17,12 +17,19 @@ def summary_line(results: RunResults) -> str:
     tally = ", ".join(parts) or "no checks"
     if results.problems:
         tally += f", {len(results.problems)} unreadable record line(s)"
-    head = "nothing new from the engine" if results.green else "FAILED"
+    if results.green:
+        head = "nothing new from the engine"
+    else:
+        failed = ["FAILED"] if results.failures or results.problems else []
+        incomplete = [] if results.complete else [f"INCOMPLETE ({results.incompleteness})"]
+        head = ", ".join(failed + incomplete)
     return f"mmharness: {head}: {tally} ({len(results.records)} checks)"
 
 
-def print_run_summary(results: RunResults, report: Path, file: TextIO | None = None) -> None:
+def summary_lines(results: RunResults, report: Path) -> list[str]:
     """The last lines of `make run`: the summary and the report's path."""
-    out = file or sys.stdout
-    print(summary_line(results), file=out)
-    print(f"mmharness: report: {report}", file=out, flush=True)
+    return [summary_line(results), f"mmharness: report: {report}"]
+
+
+def print_run_summary(results: RunResults, report: Path, file: TextIO | None = None) -> None:
+    print("\n".join(summary_lines(results, report)), file=file or sys.stdout, flush=True)

@@ -25,6 +25,10 @@ def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
         "engine_version": run.get("engine_version"),
         "harness_git_sha": run.get("harness_git_sha"),
         "counts": results.counts,
+        # A run cut short says so, and why: the checks it never reached
+        # did not pass.
+        "complete": results.complete,
+        **({} if results.complete else {"incomplete_reason": results.incompleteness}),
         # Only what did not pass is kept, which keeps a line small. The test
         # files that ran tell a check that passed from one that did not run.
         "not_passing": {r.id: r.verdict for r in results.records if r.verdict in NOT_PASSING},

@@ -10,10 +10,11 @@ from harness.results.run import RunResults
 from harness.results.store import RunLayout, read_records, write_results_atomic
 
 
-def merge_run(layout: RunLayout, run_metadata: dict[str, Any]) -> RunResults:
+def merge_run(layout: RunLayout, run_metadata: dict[str, Any], *, incomplete: str | None) -> RunResults:
     """Read every worker's records and reported metadata and write
     results.json. The worker files are left as they are, whatever is wrong
-    with them, so nothing already written is ever lost."""
+    with them, so nothing already written is ever lost. `incomplete`: why
+    the run did not go to its end (None when it did)."""
     read = read_records(sorted(layout.records_dir.glob("*.jsonl")))
     problems = list(read.problems)
     records = _one_per_check(read.records, problems)
@@ -24,7 +25,10 @@ def merge_run(layout: RunLayout, run_metadata: dict[str, Any]) -> RunResults:
             reported.append(json.loads(meta.read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:
             problems.append(f"{meta}: unreadable run metadata ({exc})")
-    run = {**run_metadata, **merge_reported(reported)}
+    run = {**run_metadata, **merge_reported(reported), "complete": incomplete is None}
+    run.pop("incomplete_reason", None)
+    if incomplete is not None:
+        run["incomplete_reason"] = incomplete
     starts = [r.started for r in records if r.started]
     if starts:
         # A killed run never wrote its start: its first record stands in.

@@ -2,7 +2,7 @@
 
 Engine identity (distribution, version, the torch it runs, the device) is
 not guessed here: the engine runs in its own interpreter, so the engine
-fixtures report it through the pytest plugin's `set_run_metadata`.
+fixtures report it through the `pytest_mmharness_run_metadata` hook.
 """
 from __future__ import annotations
 

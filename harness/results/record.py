@@ -10,6 +10,9 @@ from typing import Any
 
 from harness.verdicts import Verdict
 
+MEMORY_TIMELINE_POINTS = 400
+
+
 # A record's fields, in the order a reader of results.json meets them.
 @dataclasses.dataclass
 class CheckRecord:
@@ -28,18 +31,23 @@ class CheckRecord:
     # Engine output is untrusted text: the report escapes it wherever it goes.
     outputs: Any = None
     durations: dict[str, float] = dataclasses.field(default_factory=dict)
-    # Bytes at peak, keyed by device or process ("cuda:0", "engine-rss").
+    # Memory, put here by the engines plugin. peak_memory: bytes at peak,
+    # keyed by series, a device or a process ("cuda:0", "engine-rss").
+    # memory_timeline: {"t": [seconds from the window's start, ...],
+    # "series": {name: [bytes or None, ...]}}, at most
+    # MEMORY_TIMELINE_POINTS points, each its bucket's maximum so the peak
+    # survives. timeline_path: the full-resolution CSV, for people; nothing
+    # in the harness reads it back.
     peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
+    memory_timeline: dict[str, Any] | None = None
     # Card budget in bytes for the series that have one, drawn on the plot.
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)
     timeline_path: str | None = None
     log_path: str | None = None
-    # Filled by the store, not by the check: a downsampled copy of the
-    # timeline and, for failures, the log tail and plot, so results.json is
-    # readable on its own after the run directory has been copied elsewhere.
-    memory_timeline: dict[str, Any] | None = None
+    # Filled when the record is closed, for checks that did not pass, so
+    # results.json is readable on its own after the run directory has been
+    # copied elsewhere.
     log_tail: str | None = None
-    plot_path: str | None = None
     known_issue: dict[str, Any] | None = None
     known_issue_fixed: dict[str, Any] | None = None
     worker: str = "main"

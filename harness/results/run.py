@@ -38,10 +38,28 @@ class RunResults:
         return [r for r in self.records if r.is_failure]
 
     @property
+    def complete(self) -> bool:
+        """The run went to its end. Set by whatever merged it; a results.json
+        from before the field existed is complete if its run finished."""
+        return bool(self.run.get("complete", self.run.get("finished")))
+
+    @property
+    def incompleteness(self) -> str | None:
+        """Why the run is incomplete and how much of it was recorded, for
+        people; None for a complete run."""
+        if self.complete:
+            return None
+        reason = self.run.get("incomplete_reason") or "did not finish"
+        collected = self.run.get("checks_collected")
+        of = f" of {collected}" if isinstance(collected, int) else ""
+        return f"{reason}: {len(self.records)}{of} checks recorded"
+
+    @property
     def green(self) -> bool:
-        """Nothing new from the engine: no failure or error, known issues apart,
-        and no record lost to an unreadable line."""
-        return not self.failures and not self.problems
+        """Nothing new from the engine: the run went to its end, with no
+        failure or error (known issues apart) and no record lost to an
+        unreadable line."""
+        return self.complete and not self.failures and not self.problems
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "run": self.run, "counts": self.counts,

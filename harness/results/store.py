@@ -28,10 +28,6 @@ class RunLayout:
         return self.run_dir / "records"
 
     @property
-    def plots_dir(self) -> Path:
-        return self.run_dir / "plots"
-
-    @property
     def results_json(self) -> Path:
         return self.run_dir / "results.json"
 

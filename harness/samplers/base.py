@@ -140,9 +140,10 @@ class SamplerResult:
         return self.window(t0, t1)
 
     def write_csv(self, path) -> None:
-        """The timeline file the results store reads (harness/results/
-        timeline.py): header `t,<key>,...`, t in seconds from this result's
-        start (a window's start, for a window), bytes, empty where unknown."""
+        """The full-resolution timeline, for people (the harness keeps the
+        thinned `to_dict()["timeline"]` on the record and never reads this
+        back): header `t,<key>,...`, t in seconds from this result's start
+        (a window's start, for a window), bytes, empty where unknown."""
         keys = self.keys
         with open(path, "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
