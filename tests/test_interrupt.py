@@ -1,5 +1,6 @@
 """Ctrl-C during `make run`: the engines stop, the run exits within 10 s
 with no traceback, and nothing the run started survives it."""
+import json
 import os
 import signal
 import subprocess
@@ -47,6 +48,9 @@ def test_sigint_while_an_engine_starts_stops_everything_within_bound(tmp_path):
     assert took < EXIT_BOUND_S, f"exit took {took:.1f} s\n{out[-3000:]}"
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["run"]["complete"] is False and "interrupted" in results["run"]["incomplete_reason"]
+    assert "INCOMPLETE" in out
     time.sleep(0.5)
     survivors = [p.pid for p in seen.values() if _alive(p)]
     assert seen and not survivors, f"survived the run: {survivors}"
