@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.verdicts import CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.workloads import audio
 from tests.scenario_runs import run_scenarios
 
