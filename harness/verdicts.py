@@ -32,6 +32,8 @@ class Cause(str, enum.Enum):
     PREMISE = "premise"
     EMPTY_OUTPUT = "empty-output"
     OVER_BUDGET = "over-budget"
+    # The engine answered an input it must refuse, or made more of it than allowed.
+    WRONG_OUTCOME = "wrong-outcome"
     HARNESS = "harness"
     ASSERTION = "assertion"
 

@@ -55,8 +55,9 @@ def test_image_invariance_in_big_batch(encoder, shape, check):
 
 def test_peak_within_emulated_card(encoder, card, check):
     """The engine's peak (NVML per process, or device arithmetic where pids
-    do not match) stays within the emulated capacity, even when the big GPU
-    did not OOM."""
+    do not match) stays within the budget it was given on the emulated card
+    (not the card's capacity, which the ballast makes impossible to exceed),
+    even when the big GPU did not OOM."""
     check.note(card.check_peak(encoder[0].memory()))
 
 

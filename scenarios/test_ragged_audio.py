@@ -42,26 +42,19 @@ def load(request, runner, concurrency):
 
 # --- checks: one pass, offline ----------------------------------------------
 
-def test_premise_lengths(batch, runner, check):
-    """Ragged: all lengths differ; equal: all the same. In samples and in the
-    model's own feature frames."""
-    run, _ = batch
-    check.note(audio.guard_workload_lengths(runner.model, run.workload,
-                                            distinct=run.workload.name == "ragged"))
-
-
 def test_one_pass(batch, check):
-    """All prompts went in one generate call, and the engine can hold them in one step."""
-    check.one_pass(batch[0])
-
-
-def test_non_empty(batch, check):
-    check.non_empty(batch[0])
+    """The premise, observed inside the engine: all prompts were scheduled in
+    one step, and one audio encoder call held clips of different lengths
+    (ragged) or all clips at one length (equal). Fails when the engine split
+    the batch, so invariance below would prove nothing."""
+    run, _ = batch
+    check.one_pass(run, modality="audio", ragged=run.workload.name == "ragged")
 
 
 def test_batch_invariance(batch, clip, check):
-    """A clip's greedy output in the batch equals its output alone: padding
-    does not leak into the language model."""
+    """A clip's greedy output in the batch equals its output alone on the
+    reference engine (no cached tokens): padding does not leak into the
+    language model. Tokens, length, finish reason and logprobs."""
     run, alone = batch
     check.completed(run)
     check.invariant(run, alone, run.labels[clip])
@@ -93,12 +86,14 @@ def test_alive_after_load(load, check):
 
 @pytest.mark.parametrize("edge", list(audio.EDGE_INPUTS))
 def test_edge_input(runner, edge, check):
-    """Answered, or a 4xx with a message; the engine alive afterwards. A 5xx,
-    a hang or a dead engine fails naming the input. A clip beyond the
-    longest allowed that is answered records whether it was cut short."""
+    """Each input gets the outcome it must: valid audio (very short, silent,
+    stereo, resampled, the longest allowed) is answered, a resampled clip with
+    the prompt tokens of the same audio at 16 kHz mono; garbage, empty and
+    truncated payloads and an image labelled as audio get a 4xx with a
+    message; beyond the longest, a 4xx or no more prompt tokens than the
+    longest allowed. The engine is alive afterwards."""
+    spec = audio.EDGE_INPUTS[edge]
     run = runner.one(audio.edge_workload(runner.model, edge), SAMPLING)
-    check.accepted_or_4xx(run)
-    if edge == "beyond-longest" and run[0].ok:
-        longest = runner.one(audio.edge_workload(runner.model, "longest-allowed"), SAMPLING)
-        check.note(audio.truncation(run, longest, runner.model))
+    held_to = runner.one(audio.edge_workload(runner.model, spec.held_to), SAMPLING) if spec.held_to else None
+    check.edge_outcome(run, spec.expect, held_to)
     check.alive(run, after=f"input {edge}")

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from harness.card import (PROFILES, Ballast, BallastError, UnknownCard, after_load_record,
-                          check_within_capacity, emulation_unavailable_reason, engine_peak,
+                          check_within_budget, emulation_unavailable_reason, engine_peak,
                           get_profile, gpu_memory_utilization)
 from harness.card.capacity import DEVICE_ARITHMETIC, PER_PROCESS, EnginePeak
 from harness.card.profiles import GiB
@@ -53,16 +53,18 @@ def test_after_load_record_puts_the_real_figure_beside_the_expected():
     assert rec["difference_bytes"] == 12 * GiB - l4.typical_free_after_load_bytes
 
 
-def test_capacity_check_passes_within_and_fails_over_with_figures():
+def test_budget_check_holds_the_peak_to_the_budget_not_the_capacity():
     l4 = get_profile("l4-22g")
-    check_within_capacity(l4, EnginePeak(0, 22 * GiB, PER_PROCESS))
-    with pytest.raises(CheckFailure) as info:
-        check_within_capacity(l4, EnginePeak(0, 23 * GiB, DEVICE_ARITHMETIC, "pid mismatch"),
-                              scenarios=["enc[gemma4]"])
-    assert info.value.cause == Cause.OVER_BUDGET.value
+    budget = l4.budget_bytes()
+    assert budget < l4.capacity_bytes
+    check_within_budget(l4, EnginePeak(0, budget, PER_PROCESS))
+    with pytest.raises(CheckFailure) as info:  # within the card, over the budget
+        check_within_budget(l4, EnginePeak(0, budget + GiB, DEVICE_ARITHMETIC, "pid mismatch"))
+    assert info.value.cause == Cause.OVER_BUDGET
     assert info.value.evidence["over_by_bytes"] == 1 * GiB
+    assert info.value.evidence["budget_bytes"] == budget
     assert info.value.evidence["method"] == DEVICE_ARITHMETIC
-    assert info.value.evidence["scenarios"] == ["enc[gemma4]"]
+    assert "budget" in info.value.message
 
 
 def test_fake_nvml_engine_peak_per_process_when_pids_match():

@@ -2,8 +2,8 @@
 it should, and fails with the cause and a message that names the input."""
 import pytest
 
-from harness.checks import (check_accepted_or_4xx, check_alive, check_completed, check_invariant,
-                            check_non_empty)
+from harness.checks import (ANSWER, REFUSE, REFUSE_OR_CAP, check_alive, check_completed, check_edge_outcome,
+                            check_invariant)
 from harness.engines.base import Engine
 from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut
 from harness.verdicts import Cause, CheckFailure, DetailedCause
@@ -53,25 +53,6 @@ def test_completed_needs_a_label_per_result():
         check_completed([done(1), done(2)], ["clip-1s"])
 
 
-# --- check_non_empty --------------------------------------------------------
-
-def test_non_empty_passes_outputs_with_tokens():
-    check_non_empty([done(1), done(2, 3)], ["a", "b"])
-
-
-def test_non_empty_names_every_empty_input():
-    with pytest.raises(CheckFailure) as info:
-        check_non_empty([done(), done(1), done()], ["a", "b", "c"])
-    assert info.value.cause is Cause.EMPTY_OUTPUT
-    assert "['a', 'c']" in info.value.message and info.value.evidence["inputs"] == ["a", "c"]
-
-
-def test_non_empty_first_needs_answers():
-    with pytest.raises(CheckFailure) as info:
-        check_non_empty([done(1), Rejected(500, "boom")], ["a", "b"])
-    assert info.value.cause is Cause.HTTP_5XX and "input b" in info.value.message
-
-
 # --- check_invariant --------------------------------------------------------
 
 def test_invariant_passes_the_same_output_and_returns_its_evidence():
@@ -103,16 +84,49 @@ def test_invariant_names_which_side_went_unanswered():
     assert info.value.cause == SQUEEZE and "input clip-12s (solo)" in info.value.message
 
 
-# --- check_accepted_or_4xx --------------------------------------------------
+# --- check_edge_outcome -----------------------------------------------------
 
-def test_an_answer_is_accepted():
-    assert check_accepted_or_4xx(done(1), "empty-audio")["outcome"] == "answered"
+def done_with(prompt_tokens):
+    return Completion(text="x", token_ids=[1], prompt_token_count=prompt_tokens)
+
+
+def test_a_valid_input_answered_passes_and_a_resampled_one_with_the_same_prompt_tokens():
+    assert check_edge_outcome(done(1), "stereo", ANSWER)["outcome"] == "answered"
+    out = check_edge_outcome(done_with(60), "8kHz", ANSWER, reference=done_with(60))
+    assert out["reference_prompt_tokens"] == 60
+
+
+def test_a_resampled_clip_with_other_prompt_tokens_fails():
+    with pytest.raises(CheckFailure) as info:
+        check_edge_outcome(done_with(30), "8kHz", ANSWER, reference=done_with(60))
+    assert info.value.cause == Cause.WRONG_OUTCOME and "16 kHz mono gives 60" in info.value.message
 
 
 @pytest.mark.parametrize("status", [400, 413, None], ids=["400", "413", "offline"])
-def test_a_rejection_with_a_message_is_accepted(status):
-    outcome = check_accepted_or_4xx(Rejected(status, "audio too short"), "empty-audio")
-    assert outcome == {"input": "empty-audio", "outcome": f"rejected {status}", "message": "audio too short"}
+def test_a_valid_input_refused_fails_with_the_refusal(status):
+    with pytest.raises(CheckFailure) as info:
+        check_edge_outcome(Rejected(status, "bad audio"), "8kHz", ANSWER)
+    assert info.value.cause == Cause.HTTP_4XX and "a valid input refused" in info.value.message
+
+
+@pytest.mark.parametrize("status", [400, 413, None], ids=["400", "413", "offline"])
+def test_an_invalid_input_refused_with_a_message_passes(status):
+    out = check_edge_outcome(Rejected(status, "cannot decode"), "empty-payload", REFUSE)
+    assert out["outcome"] == f"rejected {status}" and out["message"] == "cannot decode"
+
+
+def test_an_invalid_input_answered_fails():
+    with pytest.raises(CheckFailure) as info:
+        check_edge_outcome(done(1), "random-bytes-as-wav", REFUSE)
+    assert info.value.cause == Cause.WRONG_OUTCOME and "must be refused" in info.value.message
+
+
+def test_beyond_the_longest_refused_or_capped_passes_and_longer_fails():
+    check_edge_outcome(Rejected(400, "too long"), "beyond-longest", REFUSE_OR_CAP, done_with(750))
+    check_edge_outcome(done_with(750), "beyond-longest", REFUSE_OR_CAP, done_with(750))
+    with pytest.raises(CheckFailure) as info:
+        check_edge_outcome(done_with(900), "beyond-longest", REFUSE_OR_CAP, done_with(750))
+    assert info.value.cause == Cause.WRONG_OUTCOME and "more than the longest" in info.value.message
 
 
 @pytest.mark.parametrize("result, cause", [
@@ -121,9 +135,10 @@ def test_a_rejection_with_a_message_is_accepted(status):
     (crash(), SQUEEZE),
     (RequestTimedOut(30.0), Cause.TIMEOUT),
 ], ids=["silent-4xx", "5xx", "crash", "timeout"])
-def test_anything_else_fails_naming_the_input(result, cause):
+@pytest.mark.parametrize("expect", [ANSWER, REFUSE, REFUSE_OR_CAP])
+def test_anything_else_fails_naming_the_input(result, cause, expect):
     with pytest.raises(CheckFailure) as info:
-        check_accepted_or_4xx(result, "nan-audio")
+        check_edge_outcome(result, "nan-audio", expect)
     assert info.value.cause == cause and info.value.message.startswith("input nan-audio: ")
     assert info.value.evidence["input"] == "nan-audio"
 

@@ -1,13 +1,14 @@
 """The greedy comparator on crafted token and logprob sequences."""
 from dataclasses import dataclass, field
 
-from harness.comparators import compare_greedy
+from harness.comparators import compare_greedy, logprob_tolerance
 
 
 @dataclass
 class Out:
     token_ids: list
     logprobs: list = field(default_factory=list)
+    finish_reason: str | None = "length"
 
 
 def lp(*pairs):
@@ -47,3 +48,30 @@ def test_split_in_top_k_but_far_from_a_tie_fails():
 
 def test_empty_output_fails():
     assert not compare_greedy(Out([]), Out([1])).ok
+
+
+def test_length_mismatch_fails_even_when_the_shorter_is_a_prefix():
+    c = compare_greedy(Out([1, 2, 3], [lp((1, -0.1))] * 3), Out([1, 2], [lp((1, -0.1))] * 2))
+    assert not c.ok and "lengths differ" in c.message
+
+
+def test_different_finish_reason_fails():
+    left, right = Out([1, 2], [lp((1, -0.1))] * 2), Out([1, 2], [lp((1, -0.1))] * 2)
+    left.finish_reason, right.finish_reason = "length", "stop"
+    c = compare_greedy(left, right, labels=("batch", "solo"))
+    assert not c.ok and "'length'" in c.message and "'stop'" in c.message
+
+
+def test_same_tokens_with_logprobs_apart_beyond_kernel_noise_fail():
+    left = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00))])
+    right = Out([1, 2], [lp((1, -0.10)), lp((2, -2.50))])
+    c = compare_greedy(left, right)
+    assert not c.ok and "position 1" in c.message and "logprob" in c.message
+
+
+def test_same_tokens_within_kernel_noise_pass():
+    step = logprob_tolerance(-2.0)
+    left = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00))])
+    right = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00 - step * 0.9))])
+    assert compare_greedy(left, right).ok
+    assert compare_greedy(Out([1], [lp((1, -0.1))]), Out([1], [lp((1, -9.0))]), check_logprobs=False).ok

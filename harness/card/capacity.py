@@ -1,4 +1,4 @@
-"""Does the engine's peak device memory fit the emulated card?
+"""Does the engine's peak device memory stay within its budget on the emulated card?
 
 The peak comes from NVML's per-process figures for the engine's processes.
 Where those are unusable (container PID namespaces, drivers that give no
@@ -8,8 +8,6 @@ baseline, and the figure says which way it was obtained and why.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Sequence
-
 from harness.samplers.base import SamplerResult
 from harness.samplers.nvml import NO_FIGURE, PID_MISMATCH, engine_key, used_key
 from harness.verdicts import Cause, CheckFailure
@@ -50,15 +48,17 @@ def engine_peak(result: SamplerResult, device: int, *, baseline_used: int,
                       f"- ballast {ballast_bytes} - baseline {baseline_used}")
 
 
-def check_within_capacity(profile: CardProfile, peak: EnginePeak, *,
-                          scenarios: Sequence[str] = ()) -> None:
-    """Raise CheckFailure(OVER_BUDGET) if the engine's peak exceeds the card."""
-    if peak.bytes <= profile.capacity_bytes:
+def check_within_budget(profile: CardProfile, peak: EnginePeak) -> None:
+    """Raise CheckFailure(OVER_BUDGET) if the engine's peak exceeds the budget
+    it was given (`profile.budget_bytes()`, what gpu_memory_utilization
+    grants it), not the card's capacity: the ballast makes exceeding the
+    capacity impossible, so a check against it could never fail."""
+    budget = profile.budget_bytes()
+    if peak.bytes <= budget:
         return
     raise CheckFailure(
         Cause.OVER_BUDGET,
-        f"engine peak {peak.bytes / GiB:.2f} GiB on gpu{peak.device} exceeds {profile.id} capacity "
-        f"{profile.capacity_bytes / GiB:.0f} GiB ({peak.method})",
-        evidence={"card": profile.id, "capacity_bytes": profile.capacity_bytes,
-                  "over_by_bytes": peak.bytes - profile.capacity_bytes,
-                  "scenarios": list(scenarios), **asdict(peak)})
+        f"engine peak {peak.bytes / GiB:.2f} GiB on gpu{peak.device} exceeds the {budget / GiB:.2f} GiB "
+        f"budget it was given on {profile.id} ({peak.method})",
+        evidence={"card": profile.id, "budget_bytes": budget, "capacity_bytes": profile.capacity_bytes,
+                  "over_by_bytes": peak.bytes - budget, **asdict(peak)})

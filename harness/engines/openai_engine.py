@@ -29,6 +29,12 @@ def _token_id(token: str) -> int | None:
     return None
 
 
+def _cached_tokens(usage) -> int | None:
+    """Reported by vLLM only when started with --enable-prompt-tokens-details."""
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    return getattr(details, "cached_tokens", None) if details else None
+
+
 class OpenAIEngine(Engine):
     base_url: str = ""
     api_key: str = "EMPTY"
@@ -73,6 +79,7 @@ class OpenAIEngine(Engine):
                          [i for c in content if (i := _token_id(c.token)) is not None])
         return Completion(text=choice.message.content or "", token_ids=token_ids, logprobs=logprobs,
                           prompt_token_count=resp.usage.prompt_tokens if resp.usage else None,
+                          cached_tokens=_cached_tokens(resp.usage),
                           finish_reason=choice.finish_reason)
 
     def chat(self, conversations, sampling: Sampling = Sampling(), lora: dict | None = None) -> list[Result]:

@@ -14,6 +14,8 @@ class Completion:
     # Per generated position: {token_id: logprob} of the top-k candidates.
     logprobs: list[dict[int, float]] = field(default_factory=list)
     prompt_token_count: int | None = None
+    # Prompt tokens served from the engine's prefix cache (None: not reported).
+    cached_tokens: int | None = None
     finish_reason: str | None = None
     # Offline only: which generate call served it, and how many prompts it had.
     batch_call: int | None = None

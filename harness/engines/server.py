@@ -87,6 +87,8 @@ class ServerEngine(OpenAIEngine):
         cmd = [str(self.interpreter.python), "-m", SERVER_MODULE, "--model", self.model,
                "--served-model-name", self.served_model, "--host", "127.0.0.1",
                "--port", str(self.port), "--api-key", self.api_key,
+               # Cached prompt tokens per answer: a reference must have none.
+               "--enable-prompt-tokens-details",
                *cli_flags(self.engine_args), *self.extra_flags]
         self.proc = launch(cmd, self.interpreter.env(self.extra_env), self.log_path)
         deadline = time.monotonic() + self.start_timeout

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import pytest
 
 from harness.card import ballast as ballast_mod
-from harness.card.capacity import check_within_capacity, engine_peak
+from harness.card.capacity import check_within_budget, engine_peak
 from harness.card.profiles import CardProfile, UnknownCard, after_load_record, get_profile, gpu_memory_utilization
 from harness.results.record import CheckRecord
 from harness.samplers import SamplerResult, used_key
@@ -48,8 +48,9 @@ class Card:
 
     def check_peak(self, window: SamplerResult | None) -> dict:
         """The engine's peak in this memory window (NVML per process, or
-        device arithmetic where pids do not match) stays within the emulated
-        capacity. Returns the figures it compared."""
+        device arithmetic where pids do not match) stays within the budget
+        the engine was given on the emulated card. Returns the figures it
+        compared."""
         if not self.emulating:
             pytest.skip(self.reason)
         if window is None or not window.timeline:
@@ -59,7 +60,7 @@ class Card:
                            ballast_bytes=self.ballast_bytes)
         evidence = {"after_load": after_load_record(self.profile, self.ready.total_bytes - first_used),
                     "engine_peak": asdict(peak)}
-        check_within_capacity(self.profile, peak)
+        check_within_budget(self.profile, peak)
         return evidence
 
 
@@ -103,4 +104,4 @@ def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> No
     card = getattr(item, "funcargs", {}).get("card") if item is not None else None
     if isinstance(card, Card) and card.emulating:
         record.params["card"] = card.profile.id
-        record.memory_budget = {used_key(card.device): card.profile.capacity_bytes}
+        record.memory_budget = {used_key(card.device): card.profile.budget_bytes()}

@@ -3,13 +3,13 @@ property, raises CheckFailure when it does not hold, and writes what it
 compared into the record, so a scenario never touches the record itself."""
 from __future__ import annotations
 
-from harness.checks import (check_accepted_or_4xx, check_alive, check_completed, check_invariant,
-                            check_non_empty)
+import pytest
+
+from harness.checks import check_alive, check_completed, check_edge_outcome, check_invariant
 from harness.engines.results import Completion
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
 from harness.verdicts import Cause, CheckFailure
-from harness.workloads.audio import guard_one_step
 
 
 class Check:
@@ -23,20 +23,48 @@ class Check:
         """Every request of the run got an answer."""
         return check_completed(run.outcomes, run.labels)
 
-    def non_empty(self, run: Run) -> None:
-        check_non_empty(run.outcomes, run.labels)
+    def one_pass(self, run: Run, *, modality: str, ragged: bool) -> None:
+        """The premise, as the engine recorded it: every prompt of the run was
+        scheduled in one step, and one `modality` encoder call held items of
+        different lengths (ragged) or all of them at one length (equal)."""
+        self.completed(run)
+        observed = self._observed(run)
+        steps = [e for e in observed if e.get("event") == "step"]
+        calls = [e for e in observed if e.get("event") == "encoder" and e.get("modality") == modality]
+        self.note({"observed_steps": [e.get("requests") for e in steps],
+                   "observed_encoder_calls": [e.get("shapes") for e in calls]})
+        n = len(run.labels)
+        if not steps or max(e.get("requests", 0) for e in steps) < n:
+            raise CheckFailure(Cause.PREMISE, f"the {n} prompts were not scheduled in one step: "
+                               f"requests per step {[e.get('requests') for e in steps]}")
+        if ragged and not any(len({tuple(s) for s in e.get("shapes", [])}) > 1 for e in calls):
+            raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held items of different "
+                               f"lengths: {[e.get('shapes') for e in calls]}")
+        if not ragged and not any(e.get("items") == n and len({tuple(s) for s in e.get("shapes", [])}) == 1
+                                  for e in calls):
+            raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held all {n} items at one "
+                               f"length: {[e.get('shapes') for e in calls]}")
 
-    def one_pass(self, run: Run) -> None:
-        """All prompts went in one generate call, and the engine can hold them in one step."""
-        outcomes = self.completed(run)
-        calls = {(r.batch_call, r.batch_size) for r in outcomes}
-        if len(calls) != 1 or next(iter(calls))[1] != len(outcomes):
-            raise CheckFailure(Cause.PREMISE, f"prompts did not go in one generate call: {calls}")
-        self.note(guard_one_step([r.prompt_token_count for r in outcomes], run.engine.limits))
+    @staticmethod
+    def _observed(run: Run) -> list[dict]:
+        run.engine  # a run whose engine never started fails with its cause first
+        if run.observed is None:
+            pytest.skip(f"{run.use.kind} engine: its steps and encoder calls cannot be observed "
+                        "(the premise needs the in-engine observer)")
+        return run.observed
+
+    def isolated(self, reference: Run, label: str) -> None:
+        """A reference took nothing from a cache: no cached prompt tokens."""
+        cached = getattr(reference[label], "cached_tokens", None)
+        self.record.evidence.setdefault("reference_cached_tokens", {})[label] = cached
+        if cached:
+            raise CheckFailure(Cause.PREMISE, f"reference for {label} took {cached} of its prompt tokens "
+                               f"from a cache: it is not isolated from the run it judges")
 
     def invariant(self, run: Run, reference: Run, label: str) -> None:
         """The request's output in `run` equals its output in `reference`."""
         self.record.params["input"] = label
+        self.isolated(reference, label)
         got, ref = run[label], reference[label]
         self.record.outputs = {run.how: got.to_dict(), reference.how: ref.to_dict()}
         self.note(check_invariant(got, ref, label, context=run.how))
@@ -45,13 +73,16 @@ class Check:
         """Every request's output in `run` equals its output in `reference`."""
         self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
         for label in run.labels:
+            self.isolated(reference, label)
             check_invariant(run[label], reference[label], label, context=run.how)
 
-    def accepted_or_4xx(self, run: Run) -> None:
-        """Each input answered, or refused with a 4xx and a message."""
-        for label, result in zip(run.labels, run.outcomes):
-            self.record.params.setdefault("input", label)
-            self.note(check_accepted_or_4xx(result, label))
+    def edge_outcome(self, run: Run, expect: str, reference: Run | None = None) -> None:
+        """The single input of `run` got the outcome it must get (see
+        harness.checks.check_edge_outcome); `reference` gives the prompt
+        tokens it is held to."""
+        label = run.labels[0]
+        self.record.params.setdefault("input", label)
+        self.note(check_edge_outcome(run[0], label, expect, reference[0] if reference else None))
 
     def alive(self, run: Run, *, after: str) -> None:
         check_alive(run.engine, after=after)

@@ -46,6 +46,9 @@ class Run:
     workload: Workload
     use: EngineUse
     _outcomes: list[Result] = field(default_factory=list, repr=False)
+    # What the engine's own processes recorded while this run went (steps,
+    # encoder calls; harness.engines.observations); None: not observable.
+    observed: list[dict] | None = field(default=None, repr=False)
 
     @property
     def labels(self) -> list[str]:

@@ -13,6 +13,7 @@ nowhere else.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Callable
 
 import pytest
@@ -23,7 +24,11 @@ from harness.engines.results import EngineStartupFailed
 from harness.models import ModelEntry
 from harness.runner.run import EngineUse, Run
 from harness.verdicts import CheckFailure
+from harness.workloads.chat import with_uuids
 from harness.workloads.request import Workload
+
+# A reference engine keeps nothing from one request for the next.
+REFERENCE_ARGS = {"enable_prefix_caching": False, "mm_processor_cache_gb": 0}
 
 
 class Runner:
@@ -45,11 +50,18 @@ class Runner:
 
     def each_alone(self, workload: Workload, sampling: Sampling, *,
                    engine_args: dict | None = None) -> Run:
-        """The references. Today the offline engine that ran the batch (the
-        remote server itself when targeting one)."""
-        use = self._use("server" if self.remote else "offline", workload, engine_args)
+        """The references, isolated from the runs they judge: a reference
+        engine of their own (prefix caching and the processor cache off),
+        and media renamed afresh for every request, so no cache of any
+        engine can serve them. Against a remote server, the server itself,
+        with the fresh names alone."""
+        kind = "server" if self.remote else "offline"
+        use = self._use(kind, workload, None if self.remote else {**(engine_args or {}), **REFERENCE_ARGS},
+                        role="reference")
+        tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
         return self._run("each_alone", workload, use,
-                         lambda e: [e.chat([c], sampling)[0] for c in _conversations(workload)])
+                         lambda e: [e.chat([with_uuids(c, f"{tag}-{i}")], sampling)[0]
+                                    for i, c in enumerate(_conversations(workload))])
 
     def concurrent(self, workload: Workload, sampling: Sampling) -> Run:
         use = self._use("server", workload, None)
@@ -62,16 +74,16 @@ class Runner:
                          lambda e: e.chat(_conversations(workload), sampling))
 
     # --- engines -------------------------------------------------------------
-    def scenario(self, workload: Workload) -> str:
-        suffix = f"-{workload.name}" if workload.name else ""
+    def scenario(self, workload: Workload, role: str = "") -> str:
+        suffix = "".join(f"-{part}" for part in (workload.name, role) if part)
         return f"{self.family}[{self.entry.name}{suffix}]"
 
-    def _use(self, kind: str, workload: Workload, engine_args: dict | None) -> EngineUse:
+    def _use(self, kind: str, workload: Workload, engine_args: dict | None, role: str = "") -> EngineUse:
         if self.remote and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
         args = {**self.entry.engine_args, **(engine_args or {})}
-        scenario = self.scenario(workload)
+        scenario = self.scenario(workload, role)
         key = json.dumps([kind, scenario, args], sort_keys=True, default=str)
         if key not in self._uses:
             self._uses[key] = self._open(kind, scenario, args)
@@ -93,7 +105,12 @@ class Runner:
         return use
 
     def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable) -> Run:
-        run = Run(how, workload, use, send(use.engine) if use.engine is not None else [])
+        run = Run(how, workload, use)
+        if use.engine is not None:
+            observations = getattr(use.engine, "observations", None)
+            offset = observations.mark() if observations else 0
+            run._outcomes = send(use.engine)
+            run.observed = observations.since(offset) if observations else None
         self._on_run(run)
         return run
 

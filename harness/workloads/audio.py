@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from fixtures import media
+from harness.checks import ANSWER, REFUSE, REFUSE_OR_CAP
 from harness.verdicts import Cause, CheckFailure
 from harness.workloads.chat import audio_part, audio_url_part, user
 from harness.workloads.request import Request, Workload
@@ -74,14 +75,6 @@ def _processor(model: str):
     return AutoProcessor.from_pretrained(model)
 
 
-def feature_frames(model: str, clip: Clip) -> int:
-    """Frames the model's own feature extractor makes of this clip."""
-    fe = processor(model).feature_extractor
-    out = fe([clip.samples], sampling_rate=clip.sample_rate, return_tensors="np")
-    mask = out.get("input_features_mask", out.get("attention_mask"))
-    return int(mask.sum()) if mask is not None else int(out["input_features"].shape[-2])
-
-
 def max_audio_seconds(model: str) -> float:
     """The longest clip the model's processor takes whole: the feature
     extractor's truncation length, and for Gemma4 its audio token budget."""
@@ -97,41 +90,6 @@ def max_audio_seconds(model: str) -> float:
     if not limits:
         raise ValueError(f"{model}: its processor states no audio length limit")
     return min(limits)
-
-
-def guard_workload_lengths(model: str, workload: Workload, *, distinct: bool) -> dict:
-    """guard_lengths on a clip workload, in the model's own feature frames."""
-    clips_ = [r.source for r in workload.requests]
-    return guard_lengths(clips_, [feature_frames(model, c) for c in clips_], distinct=distinct)
-
-
-def guard_lengths(clips_: list[Clip], frames: list[int], *, distinct: bool) -> dict:
-    """The premise: lengths all differ (ragged) or are all equal (fast path),
-    in samples and in feature frames. Returns the evidence it checked."""
-    samples = [len(c.samples) for c in clips_]
-    evidence = {"durations_s": [c.duration_s for c in clips_], "samples": samples,
-                "feature_frames": frames}
-    for name, values in (("samples", samples), ("feature frames", frames)):
-        holds = len(set(values)) == len(values) if distinct else len(set(values)) == 1
-        if not holds:
-            want = "all differ" if distinct else "all be equal"
-            raise CheckFailure(Cause.PREMISE, f"clip lengths in {name} must {want}, got {values}",
-                               evidence=evidence)
-    return evidence
-
-
-def guard_one_step(prompt_tokens: list[int], limits: dict) -> dict:
-    """The premise that the engine can schedule every prompt in one step."""
-    total = sum(prompt_tokens)
-    arithmetic = {"prompts": len(prompt_tokens), "prompt_tokens": prompt_tokens,
-                  "total_prompt_tokens": total, **limits}
-    if len(prompt_tokens) > limits["max_num_seqs"] or total > limits["max_num_batched_tokens"]:
-        raise CheckFailure(Cause.PREMISE,
-                           f"{len(prompt_tokens)} prompts of {total} tokens cannot share one step "
-                           f"(max_num_seqs={limits['max_num_seqs']}, "
-                           f"max_num_batched_tokens={limits['max_num_batched_tokens']})",
-                           evidence=arithmetic)
-    return arithmetic
 
 
 # --- edge and hostile inputs, one request each ---------------------------------
@@ -151,33 +109,40 @@ def _truncated_wav() -> dict:
     return audio_part(wav[: len(wav) // 2])  # the header still promises two seconds
 
 
-EDGE_INPUTS: dict[str, Callable[[str], dict]] = {
-    "0.05s": lambda model: _clip_part(0.05),
-    "silence": lambda model: _silence(),
-    "stereo": lambda model: _clip_part(2.0, channels=2),
-    "8kHz": lambda model: _clip_part(2.0, sample_rate=8000),
-    "44.1kHz": lambda model: _clip_part(2.0, sample_rate=44100),
+@dataclass(frozen=True)
+class Edge:
+    """An edge or hostile input, and the outcome it must get (see
+    harness.checks.check_edge_outcome); `held_to` names the input whose
+    prompt tokens it is compared with."""
+    part: Callable[[str], dict]
+    expect: str
+    held_to: str | None = None
+
+
+# The same two seconds as 16 kHz mono: what a resampled clip must come to.
+TWO_SECONDS_16K = "2s-16kHz-mono"
+REFERENCE_INPUTS: dict[str, Callable[[str], dict]] = {
+    TWO_SECONDS_16K: lambda model: _clip_part(2.0),
     "longest-allowed": lambda model: _clip_part(max_audio_seconds(model)),
-    "beyond-longest": lambda model: _clip_part(max_audio_seconds(model) + 5.0),
-    "truncated-wav": lambda model: _truncated_wav(),
-    "random-bytes-as-wav": lambda model: audio_part(np.random.default_rng(7).bytes(4096)),
-    "empty-payload": lambda model: audio_part(b""),
-    "image-as-audio": lambda model: audio_url_part(
-        media.encode_image(media.image(64, 64, seed=7)), "audio/wav"),
+}
+EDGE_INPUTS: dict[str, Edge] = {
+    "0.05s": Edge(lambda model: _clip_part(0.05), ANSWER),
+    "silence": Edge(lambda model: _silence(), ANSWER),
+    "stereo": Edge(lambda model: _clip_part(2.0, channels=2), ANSWER),
+    "8kHz": Edge(lambda model: _clip_part(2.0, sample_rate=8000), ANSWER, TWO_SECONDS_16K),
+    "44.1kHz": Edge(lambda model: _clip_part(2.0, sample_rate=44100), ANSWER, TWO_SECONDS_16K),
+    "longest-allowed": Edge(REFERENCE_INPUTS["longest-allowed"], ANSWER),
+    "beyond-longest": Edge(lambda model: _clip_part(max_audio_seconds(model) + 5.0), REFUSE_OR_CAP,
+                           "longest-allowed"),
+    "truncated-wav": Edge(lambda model: _truncated_wav(), REFUSE),
+    "random-bytes-as-wav": Edge(lambda model: audio_part(np.random.default_rng(7).bytes(4096)), REFUSE),
+    "empty-payload": Edge(lambda model: audio_part(b""), REFUSE),
+    "image-as-audio": Edge(lambda model: audio_url_part(
+        media.encode_image(media.image(64, 64, seed=7)), "audio/wav"), REFUSE),
 }
 
 
 def edge_workload(model: str, name: str) -> Workload:
-    """One edge or hostile input; all of them share the family's `edge` scenario."""
-    return Workload("edge", (Request(name, user(EDGE_INPUTS[name](model), PROMPT), {"input": name}),))
-
-
-def truncation(beyond, longest, model: str) -> dict:
-    """Whether a clip beyond the longest allowed was cut to it: recorded
-    either way, from the prompt tokens of both answers."""
-    got, limit = beyond[0], longest[0]
-    return {"max_audio_s": max_audio_seconds(model),
-            "prompt_tokens": getattr(got, "prompt_token_count", None),
-            "longest_allowed_prompt_tokens": getattr(limit, "prompt_token_count", None),
-            "silently_truncated": getattr(got, "prompt_token_count", None) ==
-            getattr(limit, "prompt_token_count", None)}
+    """One edge, hostile or reference input; all share the family's `edge` scenario."""
+    part = EDGE_INPUTS[name].part if name in EDGE_INPUTS else REFERENCE_INPUTS[name]
+    return Workload("edge", (Request(name, user(part(model), PROMPT), {"input": name}),))

@@ -45,3 +45,25 @@ def user(*parts: dict | str) -> list[dict]:
     """One user turn: strings become text parts."""
     content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
     return [{"role": "user", "content": content}]
+
+
+MEDIA_PARTS = ("input_audio", "audio_url", "image_url", "video_url")
+
+
+def with_uuids(conversation: list[dict], tag: str) -> list[dict]:
+    """The same conversation with every media part named `tag-<n>`. vLLM keys
+    its encoder and processor caches, and the multimodal part of its prefix
+    cache, on this name instead of the media's hash: a fresh tag can never be
+    served from what another request left behind."""
+    out, n = [], 0
+    for message in conversation:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if isinstance(part, dict) and part.get("type") in MEDIA_PARTS:
+                    part, n = {**part, "uuid": f"{tag}-{n}"}, n + 1
+                parts.append(part)
+            message = {**message, "content": parts}
+        out.append(message)
+    return out

@@ -1,0 +1,60 @@
+"""How far apart the chosen tokens' logprobs are when nothing is wrong: the
+same requests run twice alone, and twice in one batch, on the CPU tier's
+tiny Gemma4. The comparator's logprob tolerance is set from these figures
+(harness/comparators.py LOGPROB_TOLERANCE). Prints figures, asserts nothing.
+
+usage: .venv/bin/python benchmarks/measure_logprob_noise.py
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.engines.base import Sampling  # noqa: E402
+from harness.engines.interpreter import EngineInterpreter  # noqa: E402
+from harness.engines.offline import OfflineEngine  # noqa: E402
+from harness.models import models_for  # noqa: E402
+from harness.workloads import audio  # noqa: E402
+from harness.workloads.chat import with_uuids  # noqa: E402
+
+SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
+
+
+def deltas(a, b) -> list[float]:
+    """|Δ logprob| of the chosen token at every position where both chose it."""
+    out = []
+    for ta, tb, la, lb in zip(a.token_ids, b.token_ids, a.logprobs, b.logprobs):
+        if ta != tb:
+            break
+        out.append(abs(la[ta] - lb[tb]))
+    return out
+
+
+def main() -> None:
+    interpreter = EngineInterpreter()
+    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
+    model = interpreter.build_tiny_model("gemma4")
+    convs = [r.conversation for r in audio.clip_workload("noise", [1.0, 3.5, 7.0, 12.0]).requests]
+    args = {**entry.engine_args, "enable_prefix_caching": False, "mm_processor_cache_gb": 0}
+    with tempfile.TemporaryDirectory() as tmp, \
+            OfflineEngine(model, args, interpreter, Path(tmp) / "engine.log") as engine:
+        engine.start()
+        runs = {}
+        for n in (1, 2):
+            runs[f"alone{n}"] = [engine.chat([with_uuids(c, f"a{n}-{i}")], SAMPLING)[0]
+                                 for i, c in enumerate(convs)]
+            runs[f"batch{n}"] = engine.chat([with_uuids(c, f"b{n}-{i}") for i, c in enumerate(convs)],
+                                            SAMPLING)
+    for x, y in itertools.combinations(runs, 2):
+        d = [v for a, b in zip(runs[x], runs[y]) for v in deltas(a, b)]
+        same = sum(a.token_ids == b.token_ids for a, b in zip(runs[x], runs[y]))
+        print(f"{x:>6} vs {y:<6}: {same}/4 token-equal, max |Δlogprob| {max(d):.4f} nats, "
+              f"mean {sum(d) / len(d):.4f} over {len(d)} positions")
+
+
+if __name__ == "__main__":
+    main()
