@@ -153,7 +153,8 @@ def _runs_in(value) -> list[Run]:
 
 
 def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> None:
-    runs = item.stash.get(RUNS, []) if item is not None else []
+    # A lazy run no check read was never sent: nothing of it to attach.
+    runs = [r for r in item.stash.get(RUNS, []) if r.done] if item is not None else []
     uses = list({id(r.use): r.use for r in runs}.values())
     if not uses:
         return

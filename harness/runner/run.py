@@ -8,6 +8,7 @@ engine's cause, and checks that need only the workload still run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from harness.engines.base import Engine, LogWindow
 from harness.engines.results import Result
@@ -42,13 +43,37 @@ class EngineUse:
 
 @dataclass(eq=False)
 class Run:
+    """A workload run one way. A run made with `go` is lazy: it starts its
+    engine and sends its requests when first read, so checks that never
+    read it (a premise check, say) cost no engine start."""
     how: str  # batch | each_alone | concurrent | one
     workload: Workload
-    use: EngineUse
+    _use: EngineUse | None = field(default=None, repr=False)
     _outcomes: list[Result] = field(default_factory=list, repr=False)
     # What the engine's own processes recorded while this run went (steps,
     # encoder calls; harness.engines.observations); None: not observable.
-    observed: list[dict] | None = field(default=None, repr=False)
+    _observed: list[dict] | None = field(default=None, repr=False)
+    _go: Callable[["Run"], None] | None = field(default=None, repr=False)
+
+    @property
+    def done(self) -> bool:
+        """Sent (or never to be sent: its engine did not start)."""
+        return self._go is None
+
+    def _resolve(self) -> None:
+        if self._go is not None:
+            go, self._go = self._go, None
+            go(self)
+
+    @property
+    def use(self) -> EngineUse:
+        self._resolve()
+        return self._use
+
+    @property
+    def observed(self) -> list[dict] | None:
+        self._resolve()
+        return self._observed
 
     @property
     def labels(self) -> list[str]:

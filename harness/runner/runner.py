@@ -54,14 +54,17 @@ class Runner:
         engine of their own (prefix caching and the processor cache off),
         and media renamed afresh for every request, so no cache of any
         engine can serve them. Against a remote server, the server itself,
-        with the fresh names alone."""
+        with the fresh names alone. Lazy: computed when a check first reads
+        them."""
         kind = "server" if self.remote else "offline"
-        use = self._use(kind, workload, None if self.remote else {**(engine_args or {}), **REFERENCE_ARGS},
-                        role="reference")
+        args = None if self.remote else {**(engine_args or {}), **REFERENCE_ARGS}
         tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
-        return self._run("each_alone", workload, use,
-                         lambda e: [e.chat([with_uuids(c, f"{tag}-{i}")], sampling)[0]
-                                    for i, c in enumerate(_conversations(workload))])
+        run = Run("each_alone", workload)
+        run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"),
+                                       lambda e: [e.chat([with_uuids(c, f"{tag}-{i}")], sampling)[0]
+                                                  for i, c in enumerate(_conversations(workload))])
+        self._on_run(run)
+        return run
 
     def concurrent(self, workload: Workload, sampling: Sampling) -> Run:
         use = self._use("server", workload, None)
@@ -105,14 +108,20 @@ class Runner:
         return use
 
     def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable) -> Run:
-        run = Run(how, workload, use)
-        if use.engine is not None:
-            observations = getattr(use.engine, "observations", None)
-            offset = observations.mark() if observations else 0
-            run._outcomes = send(use.engine)
-            run.observed = observations.since(offset) if observations else None
+        run = Run(how, workload)
+        self._send(run, use, send)
         self._on_run(run)
         return run
+
+    @staticmethod
+    def _send(run: Run, use: EngineUse, send: Callable) -> None:
+        run._use = use
+        if use.engine is None:
+            return
+        observations = getattr(use.engine, "observations", None)
+        offset = observations.mark() if observations else 0
+        run._outcomes = send(use.engine)
+        run._observed = observations.since(offset) if observations else None
 
 
 def _conversations(workload: Workload) -> list[list[dict]]:

@@ -1,0 +1,77 @@
+"""Mutation tests: every check is shown to fail. A fault switched on inside
+the real CPU engine (the start-up shim's MMHARNESS_FAULTS, harness tests
+only) must make exactly the check that targets it fail, with the right cause.
+
+Engine starts dominate the cost (about 40 s each), so faults that act on
+different engines and different checks share one run: the padding leak acts
+on the batch engine, the cache fault on the reference engine, the 8 kHz
+refusal on the server; each test reads only the checks its fault targets.
+"""
+import pytest
+
+from tests.scenario_runs import run_scenarios
+
+pytestmark = [pytest.mark.engine, pytest.mark.mutation]
+MODEL = "tiny-gemma4"
+
+
+def family(tmp_path_factory, name: str, faults: str, selection: str):
+    tmp = tmp_path_factory.mktemp(name)
+    records, out = run_scenarios("test_ragged_audio.py", tmp, "-k", f"{MODEL} and ({selection})",
+                                 env={"MMHARNESS_FAULTS": faults})
+    return records, out
+
+
+@pytest.fixture(scope="module")
+def leak_cache_8khz(tmp_path_factory):
+    return family(tmp_path_factory, "leak", "padding-leak,reference-cache,reject-8khz",
+                  "batch_invariance and ragged or concurrent_matches_solo and normal or 8kHz")
+
+
+@pytest.fixture(scope="module")
+def single_steps(tmp_path_factory):
+    return family(tmp_path_factory, "steps", "single-request-steps", "one_pass and ragged")
+
+
+@pytest.fixture(scope="module")
+def ragged_raise(tmp_path_factory):
+    return family(tmp_path_factory, "raise", "raise-ragged-audio",
+                  "ragged and (one_pass or alive_after_batch)")
+
+
+def test_mutation_padding_leak_fails_batch_invariance_with_mismatch(leak_cache_8khz):
+    records, _ = leak_cache_8khz
+    invariance = {k: r for k, r in records.items()
+                  if k.startswith("test_batch_invariance[") and f"ragged-{MODEL}" in k}
+    assert len(invariance) == 4
+    for check_id, rec in invariance.items():
+        assert (rec.verdict, rec.cause) == ("fail", "mismatch"), (check_id, rec.message)
+
+
+def test_mutation_single_request_steps_fails_the_one_pass_premise(single_steps):
+    records, _ = single_steps
+    rec = records[f"test_one_pass[ragged-{MODEL}]"]
+    assert (rec.verdict, rec.cause) == ("fail", "premise"), rec.message
+    assert "not scheduled in one step" in rec.message
+
+
+def test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception(ragged_raise):
+    records, _ = ragged_raise
+    for check in ("test_one_pass", "test_alive_after_batch"):
+        rec = records[f"{check}[ragged-{MODEL}]"]
+        assert rec.verdict == "fail", rec
+        assert rec.cause.startswith("python-exception: RuntimeError: mmharness fault"), rec.cause
+
+
+def test_mutation_reference_from_the_cache_fails_isolation(leak_cache_8khz):
+    records, _ = leak_cache_8khz
+    rec = records[f"test_concurrent_matches_solo[normal-{MODEL}]"]
+    assert (rec.verdict, rec.cause) == ("fail", "premise"), rec.message
+    assert "not isolated" in rec.message
+
+
+def test_mutation_8khz_refused_fails_the_edge_check(leak_cache_8khz):
+    records, _ = leak_cache_8khz
+    rec = records[f"test_edge_input[{MODEL}-8kHz]"]
+    assert (rec.verdict, rec.cause) == ("fail", "http-4xx"), rec.message
+    assert "a valid input refused" in rec.message
