@@ -115,9 +115,13 @@ def test_reject_8khz_answers_a_valid_8khz_clip_with_400(tiny_gemma4, interpreter
     try:
         clip_8k = media.encode_audio(media.audio_clip(2.0, sample_rate=8000), 8000, "wav")
         [r] = eng.chat([user(audio_part(clip_8k), audio.PROMPT)], Sampling(max_tokens=2))
+        offset = eng.observations.mark()
         [ok] = eng.chat([CONVS[0]], Sampling(max_tokens=2))
+        # The server's engine processes are observed too.
+        encoded = [e for e in eng.observations.since(offset) if e["event"] == "encoder"]
     finally:
         assert eng.close() == []
     assert isinstance(r, Rejected) and r.status == 400, r
     assert "mmharness fault: 8 kHz audio rejected" in r.message
     assert isinstance(ok, Completion), ok  # 16 kHz audio still served
+    assert [(e["modality"], e["items"]) for e in encoded] == [("audio", 1)]
