@@ -1,4 +1,6 @@
-"""Fault injection: kill an engine's core process while a batch is in flight."""
+"""Fault injection: kill an engine's core process while a batch is in flight,
+and the in-engine fault switches (harness/compat/site/mmharness_faults.py)
+that make an engine misbehave like a real bug, for the harness's own tests."""
 from __future__ import annotations
 
 import os
@@ -8,6 +10,20 @@ import time
 
 from harness.engines.base import Engine, Sampling
 from harness.engines.results import Result
+
+FAULTS_ENV = "MMHARNESS_FAULTS"
+# The switches the engine-side shim knows; see mmharness_faults.FAULTS.
+FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
+               "reference-cache", "reject-8khz")
+
+
+def fault_env(*names: str) -> dict[str, str]:
+    """Engine environment that switches the named faults on (env= of an engine
+    or of EnginePool.get)."""
+    unknown = [n for n in names if n not in FAULT_NAMES]
+    if unknown:
+        raise ValueError(f"unknown fault(s) {unknown}; known: {list(FAULT_NAMES)}")
+    return {FAULTS_ENV: ",".join(names)}
 
 
 def engine_core_pid(engine: Engine) -> int:

@@ -2,8 +2,11 @@
 the tiny models built with its own transformers.
 
 `--engine-python` may name another venv (another vLLM version, a CUDA build).
-The harness records what that engine is, gives it the torchvision shim only
-if it needs one, and never changes that venv.
+The harness records what that engine is and never changes that venv: its
+start-up shims (harness/compat/site) reach every engine process through
+PYTHONPATH, which vLLM's spawned processes inherit. Each shim acts only when
+its variable says so: the torchvision shim where the interpreter needs it,
+the observer and the fault switches where an engine asks for them.
 """
 from __future__ import annotations
 
@@ -15,8 +18,12 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.compat import SITE_DIR
+from harness.engines.faults import FAULTS_ENV
+from harness.engines.observations import ENV as OBSERVE_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
+TVSHIM_ENV = "MMHARNESS_TVSHIM"
+SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV)
 
 _PROBE = r"""
 import json, importlib.metadata as md
@@ -67,7 +74,9 @@ class EngineInterpreter:
         self.tier = tier
 
     def _base_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        # The shim switches are per engine, never inherited from the harness.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONHOME") and k not in SHIM_SWITCHES}
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
@@ -92,10 +101,9 @@ class EngineInterpreter:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self._base_env()
-        paths = [str(ROOT)]
+        env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), str(ROOT)])
         if self.identity["needs_torchvision_shim"]:
-            paths.insert(0, str(SITE_DIR))
-        env["PYTHONPATH"] = os.pathsep.join(paths)
+            env[TVSHIM_ENV] = "1"
         if self.tier == "cpu":
             env["HF_HUB_OFFLINE"] = "1"
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

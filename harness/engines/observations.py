@@ -6,7 +6,20 @@ appends one JSON line per event to a side file per engine:
   {"event": "step", "t": unix_s, "pid": int, "requests": n,
    "tokens": {request_id: scheduled_tokens}, "total_tokens": N}
   {"event": "encoder", "t": unix_s, "pid": int, "modality": "audio"|"image"|"video",
-   "items": k, "shapes": [[...], ...]}   # each item's input shape
+   "items": k, "shapes": [[...], ...],   # each item's input shape
+   "container": "list"|"tensor"}         # how the call got them: a list of
+                                          # tensors, or one padded tensor (then
+                                          # each shape's first dim is the item's
+                                          # real length, from its mask)
+
+A step is one model execution with tokens scheduled (empty steps are not
+written); an encoder call is one `embed_multimodal` call of the model runner,
+so k items in one event went through the encoder together.
+
+Use (every offline and server engine has `engine.observations`):
+    offset = engine.observations.mark()    # before the run
+    ...run...
+    events = engine.observations.since(offset)   # None: not observed
 
 The harness reads a scenario's slice of it: from an offset taken when the
 run began to the end of the file when it ended. A missing file means the
@@ -21,9 +34,23 @@ from pathlib import Path
 ENV = "MMHARNESS_OBSERVE"
 
 
+def side_file(log_path: Path) -> Path:
+    """Where an engine logging to `log_path` writes its observations."""
+    return log_path.with_name(log_path.stem + ".observe.jsonl")
+
+
 class Observations:
     def __init__(self, path: Path | None):
         self.path = path
+
+    def env(self) -> dict[str, str]:
+        """The engine environment that makes its processes write here. The file
+        is created now, so an engine that ran nothing reads as observed, empty."""
+        if self.path is None:
+            return {}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.touch()
+        return {ENV: str(self.path)}
 
     @property
     def available(self) -> bool:

@@ -4,8 +4,11 @@ Runs under the engine's interpreter as a script (stdlib + vllm only; it does
 not import the harness). Protocol over a multiprocessing connection:
   harness → {"op": "chat", "conversations": [...], "sampling": {...}}
   worker  → {"ok": [output, ...]} or {"error": Type, "message": str, "dead": bool}
-One "chat" op is exactly one LLM.chat call, so a batch reaches the engine in
-one generate.
+One "chat" op is one batch: every request is enqueued while the engine core's
+scheduler is paused (vLLM's level-0 sleep), and only then does it step. An
+LLM.chat call would let the core start stepping on the first request while
+the next ones are still being processed (measured: of 4 ragged clips, the 1 s
+clip reached the audio encoder alone), so the batch would not be one step.
 usage: offline_worker.py ADDRESS AUTHKEY_HEX MODEL ENGINE_ARGS_JSON
 """
 import json
@@ -25,6 +28,16 @@ def _outputs(results, call_no):
                      "finish_reason": o.finish_reason, "batch_call": call_no,
                      "batch_size": len(results)})
     return outs
+
+
+def chat_as_one_batch(llm, conversations, sampling, lora_request):
+    """Like LLM.chat, but the scheduler sees every request before its first step."""
+    llm.sleep(level=0, mode="keep")  # pause scheduling; adds are queued
+    try:
+        llm.enqueue_chat(conversations, sampling, use_tqdm=False, lora_request=lora_request)
+    finally:
+        llm.wake_up(tags=["scheduling"])  # also after a rejected input (already aborted)
+    return llm.wait_for_completion(use_tqdm=False)
 
 
 def main():
@@ -48,8 +61,8 @@ def main():
         try:
             lora = msg.get("lora")
             lora_req = LoRARequest(lora["name"], lora["id"], lora["path"]) if lora else None
-            results = llm.chat(msg["conversations"], SamplingParams(**msg["sampling"]),
-                               use_tqdm=False, lora_request=lora_req)
+            results = chat_as_one_batch(llm, msg["conversations"],
+                                        SamplingParams(**msg["sampling"]), lora_req)
             calls += 1
             conn.send({"ok": _outputs(results, calls)})
         except Exception as e:  # reported to the harness, which decides what it means

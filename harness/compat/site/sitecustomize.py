@@ -1,5 +1,22 @@
-"""Runs at start-up of any interpreter that has this directory on PYTHONPATH:
-the harness puts it there for engine interpreters it starts."""
-import mmharness_tvshim
+"""Runs at start-up of every engine process: the harness puts this directory
+on PYTHONPATH for engine interpreters, and vLLM's spawned processes inherit it.
+Each shim acts only when asked, and lazily (on the first import of what it
+patches), so an interpreter start stays cheap:
+  - the torchvision shim, where the interpreter needs it (MMHARNESS_TVSHIM=1);
+  - the observer, with MMHARNESS_OBSERVE=<path>;
+  - fault switches for the harness's own tests, with MMHARNESS_FAULTS=names.
+"""
+import os
 
-mmharness_tvshim.install()
+if os.environ.get("MMHARNESS_TVSHIM") == "1":
+    import mmharness_tvshim
+
+    mmharness_tvshim.install()
+if os.environ.get("MMHARNESS_OBSERVE"):
+    import mmharness_observe
+
+    mmharness_observe.install()
+if os.environ.get("MMHARNESS_FAULTS"):
+    import mmharness_faults
+
+    mmharness_faults.install()

@@ -1,0 +1,109 @@
+"""Fault switches for the harness's own mutation tests.
+
+MMHARNESS_FAULTS=name[,name...] makes the engine misbehave the way a real
+bug would, so a test can show that a check catches it. Unset: no effect.
+Never set outside the harness's tests.
+"""
+from __future__ import annotations
+
+import os
+
+import mmharness_encoder
+import mmharness_importhook
+
+ENV = "MMHARNESS_FAULTS"
+LEAK = 5.0  # far above the tiny models' embeddings (std 0.02)
+
+
+def _padding_leak(call, outputs):
+    """Items shorter than the longest in a ragged audio call get a shifted
+    embedding, as if their padding leaked into them."""
+    if call.modality != "audio" or not call.ragged:
+        return outputs
+    longest = max(call.lengths)
+    return [o + LEAK if n < longest else o for o, n in zip(outputs, call.lengths)]
+
+
+def _raise_ragged_audio(call) -> None:
+    if call.modality == "audio" and call.ragged:
+        raise RuntimeError("mmharness fault: ragged audio batch")
+
+
+def _single_request_steps(module) -> None:
+    cls = module.Scheduler
+    real = cls.schedule
+
+    def schedule(self, *args, **kwargs):
+        # The waiting loop stops admitting once this many are active.
+        limit = self.max_num_active_reqs
+        self.max_num_active_reqs = min(limit, len(self.running)
+                                       + self.num_waiting_for_streaming_input + 1)
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            self.max_num_active_reqs = limit
+
+    cls.schedule = schedule
+
+
+def _reference_cache(module) -> None:
+    cls = module.EngineArgs
+    real = cls.create_engine_config
+
+    def create_engine_config(self, *args, **kwargs):
+        # An "isolated" engine quietly gets its caches back.
+        if self.enable_prefix_caching is False:
+            self.enable_prefix_caching = True
+        if not self.mm_processor_cache_gb:
+            self.mm_processor_cache_gb = 4
+        return real(self, *args, **kwargs)
+
+    cls.create_engine_config = create_engine_config
+
+
+def _reject_8khz(module) -> None:
+    cls = module.AudioResampler
+    real = cls.resample
+
+    def resample(self, audio, *, orig_sr):
+        if round(float(orig_sr)) == 8000:  # a ValueError is an input error: a 400
+            raise ValueError("mmharness fault: 8 kHz audio rejected")
+        return real(self, audio, orig_sr=orig_sr)
+
+    cls.resample = resample
+
+
+def _encoder_fault(before=None, after=None):
+    def arm():
+        if before:
+            mmharness_encoder.BEFORE.append(before)
+        if after:
+            mmharness_encoder.AFTER.append(after)
+        mmharness_encoder.install()
+    return arm
+
+
+def _module_fault(module_name, patch):
+    return lambda: mmharness_importhook.after_import(module_name, patch)
+
+
+FAULTS = {
+    "padding-leak": _encoder_fault(after=_padding_leak),
+    "raise-ragged-audio": _encoder_fault(before=_raise_ragged_audio),
+    "single-request-steps": _module_fault("vllm.v1.core.sched.scheduler", _single_request_steps),
+    "reference-cache": _module_fault("vllm.engine.arg_utils", _reference_cache),
+    "reject-8khz": _module_fault("vllm.multimodal.audio", _reject_8khz),
+}
+
+
+def requested() -> list[str]:
+    names = [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        raise ValueError(f"{ENV}: unknown fault(s) {unknown}; known: {sorted(FAULTS)}")
+    return names
+
+
+def install() -> None:
+    for name in requested():
+        FAULTS[name]()
