@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.pool import EnginePool, PoolEntry
 from harness.engines.procs import reap_stale
@@ -35,6 +36,7 @@ MODELS = pytest.StashKey[list[ModelEntry]]()
 CURRENT = pytest.StashKey[pytest.Item | None]()
 RUNS = pytest.StashKey[list[Run]]()
 POOL = pytest.StashKey[EnginePool]()
+FAULT_ENV = pytest.StashKey[dict]()
 # The memory timeline a record carries: enough for a figure, small in results.json.
 RECORD_TIMELINE_POINTS = 400
 # On Ctrl-C engines get this long to stop before they are killed.
@@ -51,6 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="interpreter (or venv) that runs the engine; default: the harness's own")
     g.addoption("--engine-url", default=None,
                 help="run server-kind scenarios against this already running OpenAI-compatible server")
+    g.addoption("--inject-faults", default="",
+                help="for the harness's own mutation tests: switch these faults on inside every engine "
+                     f"(comma-separated: {', '.join(FAULT_NAMES)})")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,7 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         config.stash[INTERPRETER] = EngineInterpreter(config.getoption("engine_python"), tier)
         config.stash[MODELS] = models_for(tier, config.getoption("models_file"))
-    except (EngineInterpreterError, ModelMatrixError) as e:
+        faults = [f for f in config.getoption("inject_faults").split(",") if f]
+        config.stash[FAULT_ENV] = fault_env(*faults) if faults else {}
+    except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[CURRENT] = None
 
@@ -122,7 +129,7 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
 
     return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
                   engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
-                  on_engine=on_engine, on_run=on_run)
+                  env=pytestconfig.stash[FAULT_ENV], on_engine=on_engine, on_run=on_run)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from harness.engines.results import Completion
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
 from harness.verdicts import Cause, CheckFailure
+from harness.workloads.chat import media_items
 
 
 class Check:
@@ -54,12 +55,23 @@ class Check:
         return run.observed
 
     def isolated(self, reference: Run, label: str) -> None:
-        """A reference took nothing from a cache: no cached prompt tokens."""
+        """A reference took nothing from a cache: no cached prompt tokens, and,
+        where the engine is observed, an encoder call for every media item it
+        was sent (an encoder cache serves a repeat without one)."""
         cached = getattr(reference[label], "cached_tokens", None)
         self.record.evidence.setdefault("reference_cached_tokens", {})[label] = cached
         if cached:
             raise CheckFailure(Cause.PREMISE, f"reference for {label} took {cached} of its prompt tokens "
                                f"from a cache: it is not isolated from the run it judges")
+        if reference.observed is None:
+            return
+        sent = sum(media_items(r.conversation) for r in reference.workload.requests)
+        encoded = sum(e.get("items", 0) for e in reference.observed if e.get("event") == "encoder")
+        self.record.evidence["reference_media_items"] = {"sent": sent, "encoded": encoded}
+        if encoded < sent:
+            raise CheckFailure(Cause.PREMISE, f"the reference engine encoded {encoded} of the {sent} media "
+                               f"items it was sent: the rest came from a cache, so it is not isolated "
+                               f"from the run it judges")
 
     def invariant(self, run: Run, reference: Run, label: str) -> None:
         """The request's output in `run` equals its output in `reference`."""

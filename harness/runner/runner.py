@@ -33,9 +33,11 @@ REFERENCE_ARGS = {"enable_prefix_caching": False, "mm_processor_cache_gb": 0}
 
 class Runner:
     def __init__(self, entry: ModelEntry, model: str, family: str, pool: EnginePool, *,
-                 remote: bool, on_engine: Callable, on_run: Callable[[Run], None]):
+                 remote: bool, env: dict | None = None, on_engine: Callable,
+                 on_run: Callable[[Run], None]):
         self.entry, self.model, self.family, self.pool = entry, model, family, pool
         self.remote = remote
+        self.env = {**entry.env, **(env or {})}
         self._on_engine, self._on_run = on_engine, on_run
         self._uses: dict[str, EngineUse] = {}
 
@@ -96,7 +98,7 @@ class Runner:
         use = EngineUse(kind, scenario, self.entry)
         try:
             use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
-                                       name=self.entry.name, env=self.entry.env)
+                                       name=self.entry.name, env=self.env)
         except EngineStartupFailed as e:
             use.failure = CheckFailure(e.crash.cause, f"{kind} engine for {self.entry.name} did not "
                                        f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict()})

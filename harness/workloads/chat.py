@@ -50,6 +50,12 @@ def user(*parts: dict | str) -> list[dict]:
 MEDIA_PARTS = ("input_audio", "audio_url", "image_url", "video_url")
 
 
+def media_items(conversation: list[dict]) -> int:
+    """Media parts in a conversation: what the engine's encoders are sent."""
+    return sum(1 for m in conversation if isinstance(m.get("content"), list)
+               for p in m["content"] if isinstance(p, dict) and p.get("type") in MEDIA_PARTS)
+
+
 def with_uuids(conversation: list[dict], tag: str) -> list[dict]:
     """The same conversation with every media part named `tag-<n>`. vLLM keys
     its encoder and processor caches, and the multimodal part of its prefix

@@ -61,6 +61,25 @@ def _reference_cache(module) -> None:
     cls.create_engine_config = create_engine_config
 
 
+def _ignore_media_names(module) -> None:
+    real = module._parse_chat_message_content_part
+
+    def parse(part, *args, **kwargs):
+        # The media's own hash again, so its caches can serve a renamed copy.
+        if isinstance(part, dict) and "uuid" in part:
+            part = {k: v for k, v in part.items() if k != "uuid"}
+        return real(part, *args, **kwargs)
+
+    module._parse_chat_message_content_part = parse
+
+
+def _both(*faults):
+    def arm():
+        for fault in faults:
+            fault()
+    return arm
+
+
 def _reject_8khz(module) -> None:
     cls = module.AudioResampler
     real = cls.resample
@@ -91,7 +110,10 @@ FAULTS = {
     "padding-leak": _encoder_fault(after=_padding_leak),
     "raise-ragged-audio": _encoder_fault(before=_raise_ragged_audio),
     "single-request-steps": _module_fault("vllm.v1.core.sched.scheduler", _single_request_steps),
-    "reference-cache": _module_fault("vllm.engine.arg_utils", _reference_cache),
+    # Caches back on, and media names (uuids) ignored: a reference is served
+    # what an earlier request of the same media left behind.
+    "reference-cache": _both(_module_fault("vllm.engine.arg_utils", _reference_cache),
+                             _module_fault("vllm.renderers.chat_utils", _ignore_media_names)),
     "reject-8khz": _module_fault("vllm.multimodal.audio", _reject_8khz),
 }
 
