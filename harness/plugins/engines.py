@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def engine_interpreter(pytestconfig) -> EngineInterpreter:
-    return pytestconfig.stash[INTERPRETER]
+    interpreter = pytestconfig.stash[INTERPRETER]
+    for note in interpreter.shortfalls:  # what it lacks that the harness cannot supply
+        warnings.warn(EngineInterpreterShortfall(note))
+    return interpreter
+
+
+class EngineInterpreterShortfall(UserWarning):
+    """The engine's interpreter lacks a package some scenarios need; says what to install."""
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +114,9 @@ def engine_pool(pytestconfig, engine_interpreter):
 
 
 @pytest.fixture(scope="module")
-def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runner:
-    """The family's runner for this model; scenarios are named after the module."""
+def runner(request, pytestconfig, model_entry, engine_pool, model_paths):
+    """The family's runner for this model; scenarios are named after the module.
+    The engines it opened are retired when the family's tests are done."""
     def on_engine(engine) -> None:
         ident = engine.identity
         pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
@@ -120,9 +129,14 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
         if item is not None:  # made while a check runs: it belongs to that check
             item.stash.setdefault(RUNS, []).append(run)
 
-    return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
-                  engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
-                  on_engine=on_engine, on_run=on_run)
+    mark = engine_pool.mark()
+    yield Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
+                 engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
+                 on_engine=on_engine, on_run=on_run)
+    # The family is done with its engines. Retiring them here keeps one
+    # family's engines in memory at a time; a later module with the same
+    # configuration starts its own.
+    engine_pool.release_since(mark)
 
 
 @pytest.fixture
