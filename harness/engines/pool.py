@@ -145,10 +145,11 @@ class EnginePool:
         return next((e.watch for e in self.entries.values() if e.engine is engine), None)
 
     def close_all(self) -> dict[str, list[int]]:
-        """Tear every engine down, then each one's leak check, naming the
-        scenarios it served. The checks wait until every engine is down: a
-        baseline taken before engine A started cannot hold while a later
-        engine B still runs. Returns survivors per engine log (must be empty)."""
+        """Tear every engine down, then each one's leak check not yet run,
+        naming the scenarios it served. The checks wait until every engine is
+        down: on a GPU, a baseline taken before engine A started cannot hold
+        while a later engine B still runs. Returns survivors per engine log
+        (must be empty)."""
         for entry in reversed(list(self.entries.values())):
             self._retire(entry)
         self.entries.clear()

@@ -223,7 +223,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _teardown_record(entry: PoolEntry) -> CheckRecord:
     """One record per engine: it was torn down, nothing of it survived, and
-    memory came back (host available memory, or GPU used memory)."""
+    what it held came back (its /dev/shm segments on the host, GPU used memory)."""
     engine = entry.engine
     record = CheckRecord(id=f"engine_teardown::{Path(str(engine.log_path or engine.name)).stem}",
                          family="engine_teardown", model=engine.name,
