@@ -24,7 +24,7 @@ def pool(tmp_path, monkeypatch):
     started = []
 
     def start(kind, model, engine_args, name, env):
-        started.append(StandInEngine(f"{model}-{len(started)}"))
+        started.append(StandInEngine(name))
         return PoolEntry(started[-1])
     monkeypatch.setattr(pool, "_start", start)
     pool.started = started
@@ -64,3 +64,11 @@ def test_release_retires_only_what_was_handed_out_since_the_mark(pool):
     assert [e.engine for e in pool.release_since(mark)] == [earlier]
     assert pool.entries == {}
     assert pool.get("offline", "mine", {}, scenario="module4") is not mine  # a fresh start
+
+
+def test_release_by_name_leaves_the_other_models_engines(pool):
+    mark = pool.mark()
+    g4 = pool.get("offline", "m4", {}, scenario="s[g4]", name="tiny-gemma4")
+    g3n = pool.get("offline", "m3n", {}, scenario="s[g3n]", name="tiny-gemma3n")
+    assert [e.engine for e in pool.release_since(mark, name="tiny-gemma4")] == [g4]
+    assert not g3n.closed and [e.engine for e in pool.entries.values()] == [g3n]

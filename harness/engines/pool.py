@@ -98,10 +98,12 @@ class EnginePool:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
         return self._handed_out
 
-    def release_since(self, mark: int) -> list[PoolEntry]:
+    def release_since(self, mark: int, *, name: str | None = None) -> list[PoolEntry]:
         """Retire the engines handed out since `mark` (a module's, when its
-        tests are done), and run their leak checks at once."""
-        keys = [k for k, e in self.entries.items() if e.last_handed_out > mark]
+        checks are done), only those called `name` if given (one model's),
+        and run their leak checks at once."""
+        keys = [k for k, e in self.entries.items()
+                if e.last_handed_out > mark and (name is None or e.engine.name == name)]
         released = [self.entries.pop(k) for k in keys]
         for entry in released:
             self._retire(entry)

@@ -22,6 +22,7 @@ import pytest
 
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.pool import EnginePool, PoolEntry
+from harness.plugins import retirement
 from harness.engines.procs import reap_stale
 from harness.models import ModelEntry, ModelMatrixError, models_for
 from harness.results.record import CheckRecord
@@ -36,6 +37,9 @@ MODELS = pytest.StashKey[list[ModelEntry]]()
 CURRENT = pytest.StashKey[pytest.Item | None]()
 RUNS = pytest.StashKey[list[Run]]()
 POOL = pytest.StashKey[EnginePool]()
+LAST_CHECKS = pytest.StashKey[dict[str, "retirement.LastCheck"]]()
+# The pool's hand-out count when the module now running began.
+MODULE_MARK = pytest.StashKey[int]()
 # The memory timeline a record carries: enough for a figure, small in results.json.
 RECORD_TIMELINE_POINTS = 400
 # On Ctrl-C engines get this long to stop before they are killed.
@@ -114,9 +118,10 @@ def engine_pool(pytestconfig, engine_interpreter):
 
 
 @pytest.fixture(scope="module")
-def runner(request, pytestconfig, model_entry, engine_pool, model_paths):
+def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runner:
     """The family's runner for this model; scenarios are named after the module.
-    The engines it opened are retired when the family's tests are done."""
+    Its engines are retired after the module's last check of this model
+    (see pytest_runtest_teardown)."""
     def on_engine(engine) -> None:
         ident = engine.identity
         pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
@@ -129,20 +134,43 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths):
         if item is not None:  # made while a check runs: it belongs to that check
             item.stash.setdefault(RUNS, []).append(run)
 
-    mark = engine_pool.mark()
-    yield Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
-                 engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
-                 on_engine=on_engine, on_run=on_run)
-    # The family is done with its engines. Retiring them here keeps one
-    # family's engines in memory at a time; a later module with the same
-    # configuration starts its own.
-    engine_pool.release_since(mark)
+    return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
+                  engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
+                  on_engine=on_engine, on_run=on_run)
 
 
 @pytest.fixture
 def check(check_record) -> Check:
     """This check's hand on its own record."""
     return Check(check_record)
+
+
+# --- retiring engines no later check needs ----------------------------------
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Within each module, run one model's checks together (otherwise in the
+    order pytest chose), and note each module's and each model's last check:
+    after it, their engines are retired, so one model's engines are in
+    memory at a time instead of every engine of the run."""
+    items[:] = retirement.group_by_model(items)
+    config.stash[LAST_CHECKS] = retirement.last_checks(items)
+    config.stash[MODULE_MARK] = 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield  # module fixtures are finalized first
+    pool = item.config.stash.get(POOL, None)
+    ends = item.config.stash.get(LAST_CHECKS, {}).get(item.nodeid)
+    if pool is not None and ends is not None:
+        since = item.config.stash[MODULE_MARK]
+        if ends.module:
+            pool.release_since(since)
+            item.config.stash[MODULE_MARK] = pool.mark()
+        elif ends.model:
+            pool.release_since(since, name=ends.model)
+    return result
 
 
 # --- a check's runs onto its record ----------------------------------------
