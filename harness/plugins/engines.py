@@ -22,9 +22,9 @@ import pytest
 
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.pool import EnginePool, PoolEntry
-from harness.plugins import retirement
 from harness.engines.procs import reap_stale
 from harness.models import ModelEntry, ModelMatrixError, models_for
+from harness.plugins import retirement
 from harness.results.record import CheckRecord
 from harness.runner import Run, Runner
 from harness.runner.check import Check
@@ -160,17 +160,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
-    result = yield  # module fixtures are finalized first
+    try:
+        return (yield)  # the module's fixtures are finalized first
+    finally:
+        _retire_after(item)
+
+
+def _retire_after(item: pytest.Item) -> None:
     pool = item.config.stash.get(POOL, None)
     ends = item.config.stash.get(LAST_CHECKS, {}).get(item.nodeid)
-    if pool is not None and ends is not None:
-        since = item.config.stash[MODULE_MARK]
-        if ends.module:
-            pool.release_since(since)
-            item.config.stash[MODULE_MARK] = pool.mark()
-        elif ends.model:
-            pool.release_since(since, name=ends.model)
-    return result
+    if pool is None or ends is None:
+        return
+    since = item.config.stash[MODULE_MARK]
+    if ends.module:
+        pool.release_since(since)
+        item.config.stash[MODULE_MARK] = pool.mark()
+    elif ends.model:
+        pool.release_since(since, name=ends.model)
 
 
 # --- a check's runs onto its record ----------------------------------------
