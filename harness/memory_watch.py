@@ -3,11 +3,9 @@ tree (NVML on a GPU machine, host RSS otherwise), per-scenario windows, and
 the leak check once it is torn down."""
 from __future__ import annotations
 
-import psutil
-
 from harness.samplers import HostSampler, NvmlSampler, Sampler, SamplerResult, nvml_unavailable_reason
-from harness.samplers.leak import (LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline,
-                                   host_baseline)
+from harness.samplers.leak import LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline
+from harness.samplers.shm import existing_segments
 
 
 class MemoryWatch:
@@ -15,14 +13,14 @@ class MemoryWatch:
         # NVML where there is a GPU tier and a driver; the host's RSS otherwise.
         self.gpu = tier == "gpu" and nvml_unavailable_reason() is None
         self.own_pids = own_pids
-        self.baseline: int | dict[int, int] | None = None
+        # GPU: device used bytes; host: the /dev/shm segments that were there
+        # before the engine, so that only those it created count as its own.
+        self.baseline: dict[int, int] | set[str] | None = None
         self.sampler: Sampler | None = None
         self.result: SamplerResult | None = None
-        self.own_rss_at_baseline = 0
 
     def before_start(self) -> None:
-        self.baseline = gpu_baseline(_all_devices()) if self.gpu else host_baseline()
-        self.own_rss_at_baseline = psutil.Process().memory_info().rss
+        self.baseline = gpu_baseline(_all_devices()) if self.gpu else existing_segments()
 
     def start(self, root_pid: int) -> None:
         self.sampler = (NvmlSampler(root_pid, own_pids=self.own_pids) if self.gpu
@@ -47,10 +45,8 @@ class MemoryWatch:
         processes = getattr(self.sampler, "pids_seen", [])
         if self.gpu:
             return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes)
-        # The harness itself grows meanwhile (processors, report figures):
-        # that is not the engine's, so it does not count against it.
-        own_growth = max(psutil.Process().memory_info().rss - self.own_rss_at_baseline, 0)
-        return check_host_teardown(self.baseline - own_growth, processes, scenarios=scenarios)
+        created = getattr(self.sampler, "shm_seen", set()) - self.baseline
+        return check_host_teardown(processes, created, scenarios=scenarios)
 
 
 def _all_devices() -> list[int]:

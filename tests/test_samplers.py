@@ -22,7 +22,8 @@ from harness.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, NvmlSession,
                               nvml_unavailable_reason, used_key)
 from harness.samplers.base import _Series
 from harness.samplers.leak import (LeakVerdict, Recovery, check_gpu_teardown, check_host_teardown,
-                                   excess_held, host_baseline, wait_for_recovery)
+                                   excess_held, wait_for_recovery)
+from harness.samplers.shm import SHM_DIR, existing_segments
 from harness.samplers.nvml import (MATCHED, NO_FIGURE, NONE_LISTED, NOT_ON_DEVICE, PID_MISMATCH,
                                    attribute)
 from harness.verdicts import Cause
@@ -52,6 +53,13 @@ CHILD = textwrap.dedent("""
             kids[-1].stdout.readline()
         elif cmd == "reap":
             for k in kids: k.stdin.close(); k.wait()
+        elif cmd == "shm":  # a /dev/shm segment, written so its pages are allocated
+            from multiprocessing import resource_tracker, shared_memory
+            seg = shared_memory.SharedMemory(create=True, size=int(arg[0]))
+            resource_tracker.unregister(seg._name, "shared_memory")  # ours to leak
+            seg.buf[:] = b"\\1" * int(arg[0]); blocks.append(seg); print(seg.name, flush=True)
+        elif cmd == "unshm":
+            for seg in [b for b in blocks if hasattr(b, "unlink")]: seg.close(); seg.unlink()
         elif cmd == "exit":
             break
         print("done", flush=True)
@@ -72,6 +80,14 @@ class Child:
         self.proc.stdin.write(" ".join(map(str, cmd)) + "\n")
         self.proc.stdin.flush()
         assert self.proc.stdout.readline().strip() == "done"
+
+    def shm(self, size: int) -> str:
+        """Create a shared-memory segment in the child; its /dev/shm name."""
+        self.proc.stdin.write(f"shm {size}\n")
+        self.proc.stdin.flush()
+        name = self.proc.stdout.readline().strip().lstrip("/")
+        assert self.proc.stdout.readline().strip() == "done"
+        return name
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -353,18 +369,60 @@ def test_leak_verdict_within_margin_is_ok_with_no_cause():
     assert verdict.evidence()["recoveries"][0]["final"] == 200
 
 
-def test_host_teardown_passes_when_the_tree_is_gone(child):
-    baseline = host_baseline()
-    sampler = HostSampler(child.pid, refresh_interval_s=0).start()
+def _engine_like(child):
+    """A sampler on `child` started after a /dev/shm baseline, as MemoryWatch does."""
+    before = existing_segments()
+    return before, HostSampler(child.pid, refresh_interval_s=0).start()
+
+
+def test_host_teardown_passes_when_the_tree_and_its_segments_are_gone(child):
+    before, sampler = _engine_like(child)
     child.do("spawn", 10 * MB)
+    child.shm(4 * MB)
     sampler.mark("spawned")
+    child.do("unshm")
     child.do("reap")
     sampler.stop()
     child.close()
-    # a generous margin: other work on a shared machine moves available memory
-    verdict = check_host_teardown(baseline, sampler.pids_seen, scenarios=["s1"],
-                                  margin_bytes=4 << 30, timeout_s=10)
+    assert sampler.shm_seen - before  # the segment was seen while it lived
+    verdict = check_host_teardown(sampler.pids_seen, sampler.shm_seen - before, scenarios=["s1"],
+                                  timeout_s=10)
     assert (verdict.ok, verdict.cause, verdict.survivors) == (True, None, [])
+
+
+def test_host_teardown_fails_on_a_segment_the_engine_left(child):
+    before, sampler = _engine_like(child)
+    name = child.shm(4 * MB)
+    sampler.mark("created")
+    sampler.stop()
+    child.close()  # exits without unlinking: the segment outlives it
+    try:
+        verdict = check_host_teardown(sampler.pids_seen, sampler.shm_seen - before,
+                                      scenarios=["s1"], timeout_s=0.5)
+        assert (verdict.ok, verdict.cause) == (False, Cause.LEAK)
+        assert "engine shared memory in /dev/shm: 3.8 MiB over baseline" in verdict.message
+        assert f"held by {name}" in verdict.message
+    finally:
+        (SHM_DIR / name).unlink()
+
+
+def test_host_teardown_ignores_what_other_jobs_hold(child):
+    # Another job's segment and memory, alive through the teardown, are not
+    # the engine's: the check passes whatever they do to available memory.
+    other = Child()
+    try:
+        before, sampler = _engine_like(child)
+        other_segment = other.shm(8 * MB)
+        other.do("alloc", 300 * MB)
+        sampler.mark("busy machine")
+        sampler.stop()
+        child.close()
+        verdict = check_host_teardown(sampler.pids_seen, sampler.shm_seen - before, timeout_s=5)
+        assert verdict.ok, verdict.message
+        assert not any(other_segment in s for s in sampler.shm_seen)
+    finally:
+        other.do("unshm")
+        other.close()
 
 
 def test_host_teardown_fails_on_a_surviving_process(child):
@@ -376,19 +434,12 @@ def test_host_teardown_fails_on_a_surviving_process(child):
     child.proc.kill()  # the root dies without reaping: its child is orphaned, alive
     child.proc.wait()
     try:
-        verdict = check_host_teardown(host_baseline(), sampler.pids_seen, scenarios=["s1"],
-                                      margin_bytes=4 << 30, timeout_s=0.5)
+        verdict = check_host_teardown(sampler.pids_seen, set(), scenarios=["s1"], timeout_s=0.5)
         assert (verdict.ok, verdict.cause) == (False, Cause.LEAK)
         assert f"process {orphan.pid}" in verdict.message
         assert [p["pid"] for p in verdict.evidence()["survivors"]] == [orphan.pid]
     finally:
         psutil.Process(orphan.pid).kill()
-
-
-def test_host_teardown_fails_when_available_memory_does_not_return():
-    verdict = check_host_teardown(host_baseline() + (100 << 30), [], margin_bytes=0, timeout_s=0)
-    assert (verdict.ok, verdict.cause) == (False, Cause.LEAK)
-    assert verdict.evidence()["recoveries"][0]["what"] == "host available memory"
 
 
 def test_fake_nvml_gpu_teardown_leak_and_recovery():

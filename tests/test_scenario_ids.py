@@ -18,7 +18,9 @@ def test_scenario_check_ids_are_unchanged(tier):
                           "--tier", tier], cwd=ROOT, capture_output=True, text=True, timeout=300)
     collected = [line for line in out.stdout.splitlines() if "::" in line]
     expected = (ROOT / "tests" / "data" / f"scenario_check_ids_{tier}.txt").read_text().splitlines()
-    assert collected == expected, out.stdout[-2000:] + out.stderr[-2000:]
+    # The ids, not their order: the engines plugin groups each module's
+    # checks by model, so that a model's engines can be retired early.
+    assert sorted(collected) == sorted(expected), out.stdout[-2000:] + out.stderr[-2000:]
 
 
 @pytest.mark.parametrize("value, says", [

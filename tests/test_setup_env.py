@@ -1,8 +1,12 @@
 """The CPU venv really works, and set-up refuses what it cannot run."""
+import json
 import os
 import subprocess
 import sys
+import venv
 from pathlib import Path
+
+import pytest
 
 from harness import venv_setup
 from harness.cpu_features import MissingCpuFeature, require_avx2
@@ -20,6 +24,59 @@ def test_fresh_interpreter_imports_processors_and_engine():
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "torchvision" in out.stdout
+
+
+def test_vllm_resamples_8k_and_44k_with_its_default_method():
+    # vLLM's own path: its media loader decodes the WAV, its parser resamples
+    # with torchaudio (the default), as the engine does for a chat request.
+    from harness.engines.interpreter import EngineInterpreter
+
+    interpreter = EngineInterpreter()
+    out = subprocess.run([str(interpreter.python), str(ROOT / "tests" / "_resample_check.py")],
+                         env=interpreter.env(), capture_output=True, text=True, timeout=300)
+    line = next((l for l in out.stdout.splitlines() if l.startswith("RESAMPLED ")), None)
+    assert line, out.stderr[-3000:]
+    got = json.loads(line.split(" ", 1)[1])
+    assert got == {"method": "torchaudio", "8000": [8000, 8000, 16000], "44100": [44100, 44100, 16000]}
+
+
+def _venv_with_torchaudio(tmp_path, version):
+    """A throwaway venv holding only torchaudio's metadata and a compiled library."""
+    root = tmp_path / "venv"
+    venv.create(root, with_pip=False)
+    site = next((root / "lib").glob("python3*/site-packages"))
+    dist = site / f"torchaudio-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torchaudio\nVersion: {version}\n")
+    (site / "torchaudio" / "lib").mkdir(parents=True)
+    (site / "torchaudio" / "__init__.py").write_text("")
+    (site / "torchaudio" / "lib" / "libtorchaudio.so").write_bytes(b"\x7fELF")
+    return root, site
+
+
+def test_setup_deletes_torchaudios_compiled_libraries_and_keeps_the_rest(tmp_path, monkeypatch):
+    root, site = _venv_with_torchaudio(tmp_path, venv_setup.TORCHAUDIO_VERSION)
+    monkeypatch.setattr(venv_setup, "VENV", root)
+    assert "torchaudio's compiled libraries are present and cannot load here" in venv_setup.health_problems()
+    venv_setup.install_python_only_torchaudio(f"torchaudio=={venv_setup.TORCHAUDIO_VERSION}\n")
+    assert not any("torchaudio" in p for p in venv_setup.health_problems())
+    assert (site / "torchaudio" / "__init__.py").is_file()
+    assert not list(site.glob("torchaudio/lib/*.so"))
+    venv_setup.install_python_only_torchaudio(f"torchaudio=={venv_setup.TORCHAUDIO_VERSION}\n")  # idempotent
+
+
+@pytest.mark.parametrize("version, problem", [
+    ("2.9.0", "torchaudio 2.9.0 is installed, not 2.11.1"),
+    (None, "torchaudio is missing"),
+])
+def test_health_check_wants_the_pinned_torchaudio(tmp_path, monkeypatch, version, problem):
+    if version:
+        root, _ = _venv_with_torchaudio(tmp_path, version)
+    else:
+        root = tmp_path / "venv"
+        venv.create(root, with_pip=False)
+    monkeypatch.setattr(venv_setup, "VENV", root)
+    assert any(p.startswith(problem) for p in venv_setup.health_problems())
 
 
 def test_shim_is_lazy_and_leaves_startup_cheap():

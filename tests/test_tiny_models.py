@@ -72,6 +72,43 @@ def test_recipe_covers_seed_config_builder_and_transformers_version():
     assert recipe_key(full_recipe("gemma4")) == recipe_key(base)
 
 
+# This interpreter as a venv that holds the engine and no timm. In a child
+# process: transformers remembers a failed import for the rest of a process.
+_WITHOUT_TIMM = """
+import importlib.metadata as metadata, sys
+real_version = metadata.version
+def version(name):
+    if name == "timm":
+        raise metadata.PackageNotFoundError(name)
+    return real_version(name)
+metadata.version = version
+sys.modules["timm"] = None  # `import timm` now fails
+from fixtures.tiny_models.__main__ import main
+sys.exit(main(["build", sys.argv[1]]))
+"""
+
+
+def test_only_gemma3n_asks_for_timm():
+    assert "timm" not in full_recipe("gemma4")["package_versions"]
+    assert full_recipe("gemma3n")["package_versions"]["timm"]
+
+
+def test_a_venv_without_timm_builds_gemma4_and_names_the_install_for_gemma3n(tmp_path):
+    env = _subprocess_env(MMHARNESS_CACHE=str(tmp_path))
+
+    def build(arch):
+        return subprocess.run([sys.executable, "-c", _WITHOUT_TIMM, arch], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+    gemma4 = build("gemma4")
+    assert gemma4.returncode == 0, gemma4.stderr[-2000:]
+    assert (Path(gemma4.stdout.splitlines()[-1]) / "config.json").is_file()
+    gemma3n = build("gemma3n")
+    assert gemma3n.returncode == 2
+    assert gemma3n.stderr.strip().splitlines() == [
+        "error: building tiny gemma3n needs timm, which is not installed in this interpreter; "
+        "install it into this interpreter: pip install timm==1.0.31 --no-deps"]
+
+
 # ---------------------------------------------------------------- cache
 
 

@@ -15,6 +15,10 @@ ILLEGAL_PATTERNS = ("Illegal instruction", "SIGILL")
 # Exceptions that only say "the engine is gone"; the root cause is elsewhere.
 WRAPPER_EXCEPTIONS = ("EngineDeadError", "EngineGenerateError", "KeyboardInterrupt",
                       "SystemExit", "BrokenPipeError", "ConnectionResetError", "EOFError")
+# vLLM re-raises a failure in another process under its own words ("Engine
+# core initialization failed. See root cause above."): such a message points
+# at the root exception instead of being it.
+WRAPPER_MESSAGE = re.compile(r"see (?:the )?(?:stack trace|root cause)|for (?:the )?root cause", re.I)
 DEAD_PATTERNS = ("EngineDeadError", "died unexpectedly", "Engine core proc",
                  "EngineCore encountered an issue", "core engine process")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
@@ -36,7 +40,8 @@ def _strip(line: str) -> str:
 
 
 def root_exception(lines: list[str]) -> tuple[str, str] | None:
-    """The last non-wrapper exception ('Type', 'message') that ended a traceback."""
+    """The last exception ('Type', 'message') that ended a traceback and is
+    not a wrapper: neither a wrapper type nor a message pointing elsewhere."""
     found = None
     in_tb = False
     for raw in lines:
@@ -46,7 +51,7 @@ def root_exception(lines: list[str]) -> tuple[str, str] | None:
             continue
         if in_tb and not line.startswith((" ", "\t")) and line:
             m = _EXC_LINE.match(line)
-            if m and m.group(1) not in WRAPPER_EXCEPTIONS:
+            if m and m.group(1) not in WRAPPER_EXCEPTIONS and not WRAPPER_MESSAGE.search(m.group(2) or ""):
                 found = (m.group(1), (m.group(2) or "").strip())
             if m:
                 in_tb = False

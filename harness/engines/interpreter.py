@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.compat import SITE_DIR
 from harness.engines.faults import FAULTS_ENV
 from harness.engines.observations import ENV as OBSERVE_ENV
+from harness.engines import supplies
 
 ROOT = Path(__file__).resolve().parents[2]
 TVSHIM_ENV = "MMHARNESS_TVSHIM"
@@ -46,6 +47,23 @@ try:
     info["torchvision_error"] = None
 except Exception as e:
     info["torchvision_error"] = f"{type(e).__name__}: {e}"
+import importlib, sys
+info["python_version"] = "%d.%d" % sys.version_info[:2]
+# Packages vLLM imports for audio: installed, and whether they load here.
+for name in ("torchaudio", "torchcodec", "av", "soundfile"):
+    info[name] = {"version": None, "path": None, "error": None}
+    try:
+        dist = md.distribution(name)
+        info[name].update(version=dist.version, path=str(dist.locate_file(name)))
+        importlib.import_module(name)
+    except md.PackageNotFoundError:
+        pass
+    except Exception as e:
+        info[name]["error"] = f"{type(e).__name__}: {e}"[:500]
+try:
+    info["timm"] = md.version("timm")
+except md.PackageNotFoundError:
+    info["timm"] = None
 print("MMHARNESS_PROBE " + json.dumps(info))
 """
 
@@ -82,8 +100,10 @@ class EngineInterpreter:
 
     @cached_property
     def identity(self) -> dict:
-        """distribution, version, torch, cuda, device, transformers; plus whether
-        the interpreter needs the torchvision shim (probed without it)."""
+        """distribution, version, torch, cuda, device, transformers, timm;
+        torchaudio, torchcodec, av, soundfile (version, path, import error);
+        plus whether the interpreter needs the torchvision shim (probed
+        without it)."""
         out = subprocess.run([str(self.python), "-c", _PROBE], env=self._base_env(),
                              capture_output=True, text=True, timeout=180)
         line = next((l for l in out.stdout.splitlines() if l.startswith("MMHARNESS_PROBE ")), None)
@@ -101,7 +121,8 @@ class EngineInterpreter:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self._base_env()
-        env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), str(ROOT)])
+        # What the venv lacks first, then the start-up shims, then the harness.
+        env["PYTHONPATH"] = os.pathsep.join([*self.supplied_paths, str(SITE_DIR), str(ROOT)])
         if self.identity["needs_torchvision_shim"]:
             env[TVSHIM_ENV] = "1"
         if self.tier == "cpu":
@@ -109,6 +130,17 @@ class EngineInterpreter:
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.update(extra or {})
         return env
+
+    @cached_property
+    def supplied_paths(self) -> list[str]:
+        """Folders put first on the engine's PYTHONPATH for what its venv lacks
+        (see harness.engines.supplies)."""
+        return [str(p) for p in supplies.supplied_paths(self.identity)]
+
+    @property
+    def shortfalls(self) -> list[str]:
+        """What this interpreter lacks that is not supplied, and what to install."""
+        return supplies.shortfalls(self.identity)
 
     def build_tiny_model(self, arch: str, seed: int = 0) -> Path:
         """Build (or reuse) the tiny model with this interpreter's transformers:

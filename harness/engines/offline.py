@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
 import tempfile
 import threading
 import time
@@ -92,7 +93,7 @@ class OfflineEngine(Engine):
                 if self._conn.poll(0.05):
                     return self._conn.recv()
             except (EOFError, OSError):
-                raise _Died(self.proc.popen.poll(), "offline worker")
+                raise _Died(self._wait_exit(), "offline worker")
             self._check(deadline)
             if time.monotonic() - last_refresh > 1.0:
                 self.proc.refresh_children()
@@ -103,9 +104,9 @@ class OfflineEngine(Engine):
         if self.crashed:
             return [self.crashed] * n
         self._begin_request()
-        self._conn.send({"op": "chat", "conversations": conversations,
-                         "sampling": sampling.to_dict(), "lora": lora})
         try:
+            self._send({"op": "chat", "conversations": conversations,
+                        "sampling": sampling.to_dict(), "lora": lora})
             reply = self._await(time.monotonic() + self.request_timeout)
         except _Died as e:
             crash = self._crash(e.returncode, e.what)
@@ -122,6 +123,20 @@ class OfflineEngine(Engine):
             self.close(grace=CRASH_GRACE_S)
             return [crash] * n
         return [Rejected(status=None, message=f"{reply['error']}: {reply['message']}")] * n
+
+    def _send(self, message: dict) -> None:
+        """A worker that died since the last request is a crash, not a broken pipe."""
+        try:
+            self._conn.send(message)
+        except (OSError, EOFError):  # BrokenPipeError, ConnectionResetError
+            raise _Died(self._wait_exit(), "offline worker") from None
+
+    def _wait_exit(self, timeout: float = 2.0) -> int | None:
+        """The worker's exit status, once it is reaped (its pipe breaks first)."""
+        try:
+            return self.proc.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
     def close(self, grace: float = 10.0) -> list[int]:
         survivors: list[int] = []

@@ -1,8 +1,12 @@
-"""Engines shared across scenarios, keyed on (kind, model, engine args, python).
+"""Engines shared across scenarios, keyed on (kind, model, engine args,
+python, environment).
 
 Scenarios with the same configuration share one engine start. A crashed
-engine is replaced for the next scenario; the crash stays recorded against
-the scenario that saw it (see `served`).
+engine, or one whose processes died, is replaced for the next scenario; the
+crash stays recorded against the scenario that saw it (see `served`). The
+pool cannot see which scenarios come later: its user releases the engines it
+no longer needs (`mark` then `release_since`), so that engines do not pile
+up in memory across a run.
 """
 from __future__ import annotations
 
@@ -32,10 +36,21 @@ class PoolEntry:
     teardown: LeakVerdict | None = None
     survivors: list[int] = field(default_factory=list)
     no_leak_check_reason: str = "no memory watch on this engine"
+    # The pool's hand-out count when this engine was last handed out.
+    last_handed_out: int = 0
 
 
-def engine_key(kind: str, model: str, engine_args: dict, python: Path) -> str:
-    return json.dumps([kind, model, engine_args, str(python)], sort_keys=True, default=str)
+def engine_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
+    return json.dumps([kind, model, engine_args, str(python), env or {}], sort_keys=True, default=str)
+
+
+def _reusable(engine: Engine) -> bool:
+    """Ready, not crashed, and its processes still alive (one may have died
+    between two scenarios, with nobody asking it anything)."""
+    if engine.crashed or not engine.ready:
+        return False
+    proc = getattr(engine, "proc", None)  # a remote engine has no process of ours
+    return proc is None or proc.death() is None
 
 
 def _slug(text: str) -> str:
@@ -56,6 +71,7 @@ class EnginePool:
         self.entries: dict[str, PoolEntry] = {}
         self.retired: list[PoolEntry] = []
         self._count = 0
+        self._handed_out = 0
         self._interrupted = False
 
     def get(self, kind: str, model: str, engine_args: dict, *, scenario: str,
@@ -65,16 +81,36 @@ class EnginePool:
             raise ValueError(f"unknown engine kind {kind!r}; known: {list(KINDS)}")
         if self.remote_url:
             kind, model, engine_args = "remote", self.remote_url, {}
-        key = engine_key(kind, model, engine_args, self.interpreter.python)
+        key = engine_key(kind, model, engine_args, self.interpreter.python, env)
         entry = self.entries.get(key)
-        if entry and (entry.engine.crashed or not entry.engine.ready):
+        if entry and not _reusable(entry.engine):
             self._retire(self.entries.pop(key), grace=0.2)
             entry = None
         if entry is None:
             entry = self._start(kind, model, engine_args, name, env or {})
             self.entries[key] = entry
         entry.served.append(scenario)
+        self._handed_out += 1
+        entry.last_handed_out = self._handed_out
         return entry.engine
+
+    def mark(self) -> int:
+        """A point in the run; `release_since(mark)` retires what was handed out after it."""
+        return self._handed_out
+
+    def release_since(self, mark: int, *, name: str | None = None) -> list[PoolEntry]:
+        """Retire the engines handed out since `mark` (a module's, when its
+        checks are done), only those called `name` if given (one model's),
+        and run their leak checks at once."""
+        keys = [k for k, e in self.entries.items()
+                if e.last_handed_out > mark and (name is None or e.engine.name == name)]
+        released = [self.entries.pop(k) for k in keys]
+        for entry in released:
+            self._retire(entry)
+        for entry in released:
+            if entry.watch and not self._interrupted:
+                entry.teardown = entry.watch.leak_check(entry.served)
+        return released
 
     def _start(self, kind, model, engine_args, name, env) -> PoolEntry:
         self._count += 1
@@ -111,10 +147,11 @@ class EnginePool:
         return next((e.watch for e in self.entries.values() if e.engine is engine), None)
 
     def close_all(self) -> dict[str, list[int]]:
-        """Tear every engine down, then each one's leak check, naming the
-        scenarios it served. The checks wait until every engine is down: a
-        baseline taken before engine A started cannot hold while a later
-        engine B still runs. Returns survivors per engine log (must be empty)."""
+        """Tear every engine down, then each one's leak check not yet run,
+        naming the scenarios it served. The checks wait until every engine is
+        down: on a GPU, a baseline taken before engine A started cannot hold
+        while a later engine B still runs. Returns survivors per engine log
+        (must be empty)."""
         for entry in reversed(list(self.entries.values())):
             self._retire(entry)
         self.entries.clear()

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from harness.engines.interpreter import EngineInterpreter, EngineInterpreterErro
 from harness.engines.pool import EnginePool, PoolEntry
 from harness.engines.procs import reap_stale
 from harness.models import ModelEntry, ModelMatrixError, models_for
+from harness.plugins import retirement
 from harness.results.record import CheckRecord
 from harness.runner import Run, Runner
 from harness.runner.check import Check
@@ -37,6 +39,9 @@ CURRENT = pytest.StashKey[pytest.Item | None]()
 RUNS = pytest.StashKey[list[Run]]()
 POOL = pytest.StashKey[EnginePool]()
 FAULT_ENV = pytest.StashKey[dict]()
+LAST_CHECKS = pytest.StashKey[dict[str, "retirement.LastCheck"]]()
+# The pool's hand-out count when the module now running began.
+MODULE_MARK = pytest.StashKey[int]()
 # The memory timeline a record carries: enough for a figure, small in results.json.
 RECORD_TIMELINE_POINTS = 400
 # On Ctrl-C engines get this long to stop before they are killed.
@@ -83,7 +88,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def engine_interpreter(pytestconfig) -> EngineInterpreter:
-    return pytestconfig.stash[INTERPRETER]
+    interpreter = pytestconfig.stash[INTERPRETER]
+    for note in interpreter.shortfalls:  # what it lacks that the harness cannot supply
+        warnings.warn(EngineInterpreterShortfall(note))
+    return interpreter
+
+
+class EngineInterpreterShortfall(UserWarning):
+    """The engine's interpreter lacks a package some scenarios need; says what to install."""
 
 
 @pytest.fixture(scope="session")
@@ -114,7 +126,9 @@ def engine_pool(pytestconfig, engine_interpreter):
 
 @pytest.fixture(scope="module")
 def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runner:
-    """The family's runner for this model; scenarios are named after the module."""
+    """The family's runner for this model; scenarios are named after the module.
+    Its engines are retired after the module's last check of this model
+    (see pytest_runtest_teardown)."""
     def on_engine(engine) -> None:
         ident = engine.identity
         pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
@@ -136,6 +150,40 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
 def check(check_record) -> Check:
     """This check's hand on its own record."""
     return Check(check_record)
+
+
+# --- retiring engines no later check needs ----------------------------------
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Within each module, run one model's checks together (otherwise in the
+    order pytest chose), and note each module's and each model's last check:
+    after it, their engines are retired, so one model's engines are in
+    memory at a time instead of every engine of the run."""
+    items[:] = retirement.group_by_model(items)
+    config.stash[LAST_CHECKS] = retirement.last_checks(items)
+    config.stash[MODULE_MARK] = 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    try:
+        return (yield)  # the module's fixtures are finalized first
+    finally:
+        _retire_after(item)
+
+
+def _retire_after(item: pytest.Item) -> None:
+    pool = item.config.stash.get(POOL, None)
+    ends = item.config.stash.get(LAST_CHECKS, {}).get(item.nodeid)
+    if pool is None or ends is None:
+        return
+    since = item.config.stash[MODULE_MARK]
+    if ends.module:
+        pool.release_since(since)
+        item.config.stash[MODULE_MARK] = pool.mark()
+    elif ends.model:
+        pool.release_since(since, name=ends.model)
 
 
 # --- a check's runs onto its record ----------------------------------------
@@ -217,7 +265,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def _teardown_record(entry: PoolEntry) -> CheckRecord:
     """One record per engine: it was torn down, nothing of it survived, and
-    memory came back (host available memory, or GPU used memory)."""
+    what it held came back (its /dev/shm segments on the host, GPU used memory)."""
     engine = entry.engine
     record = CheckRecord(id=f"engine_teardown::{Path(str(engine.log_path or engine.name)).stem}",
                          family="engine_teardown", model=engine.name,

@@ -1,10 +1,11 @@
-"""Leak check at engine teardown: memory must come back to within a stated
-margin of the baseline taken before the engine started, within a bounded
-wait; on the host tier no process of the engine's tree may survive either.
+"""Leak check at engine teardown, within a bounded wait.
 
-GPU tier baseline: device used bytes (NVML). Host tier baseline: the
-machine's available memory (psutil), which, unlike summed RSS, counts shared
-pages once and sees memory a dead process left behind (e.g. /dev/shm).
+GPU tier: device used bytes (NVML) must come back to within a margin of the
+baseline taken before the engine started, and no engine process survives.
+Host tier: what the engine itself held must be gone: every process of its
+tree, and the shared-memory segments it created in /dev/shm (within a
+margin). The machine's available memory is not a measure of that: other
+jobs on the machine move it by gigabytes.
 
 Each check returns a LeakVerdict, leak or not: the caller turns a leak into
 a record whose evidence holds the figures and the scenarios the engine served
@@ -22,10 +23,12 @@ from harness.verdicts import Cause
 
 from .nvml import NvmlSession
 from .process_tree import SeenProcess
+from .shm import held_bytes
 
 MiB = 1 << 20
 DEFAULT_GPU_MARGIN = 256 * MiB
-DEFAULT_HOST_MARGIN = 512 * MiB
+# Segments are sparse; an engine's queues allocate a few MiB at most.
+DEFAULT_SHM_MARGIN = 1 * MiB
 DEFAULT_WAIT_S = 30.0
 
 
@@ -40,6 +43,8 @@ class Recovery:
     excess: int
     margin: int
     waited_s: float
+    # What still held the excess, where known (e.g. /dev/shm segment names).
+    held_by: list[str] = field(default_factory=list)
 
     @property
     def returned(self) -> bool:
@@ -112,7 +117,8 @@ class LeakVerdict:
         if self.ok:
             return ""
         parts = [f"{r.what}: {r.excess / MiB:.1f} MiB over baseline after {r.waited_s:.1f}s "
-                 f"(margin {r.margin / MiB:.0f} MiB)" for r in self.recoveries if not r.returned]
+                 f"(margin {r.margin / MiB:.0f} MiB)" + (f", held by {', '.join(r.held_by)}" if r.held_by else "")
+                 for r in self.recoveries if not r.returned]
         parts += [f"process {p.pid} ({p.name}) survived teardown" for p in self.survivors]
         served = ", ".join(self.scenarios) or "no scenario named"
         return f"engine teardown (served: {served}): " + "; ".join(parts)
@@ -128,21 +134,20 @@ class LeakVerdict:
 
 # -- host tier ------------------------------------------------------------
 
-def host_baseline() -> int:
-    """Available memory of the machine, to take before the engine starts."""
-    return psutil.virtual_memory().available
-
-
-def check_host_teardown(baseline_available: int, engine_processes: Iterable[SeenProcess], *,
-                        scenarios: Sequence[str] = (), margin_bytes: int = DEFAULT_HOST_MARGIN,
+def check_host_teardown(engine_processes: Iterable[SeenProcess], engine_segments: Iterable[str], *,
+                        scenarios: Sequence[str] = (), margin_bytes: int = DEFAULT_SHM_MARGIN,
                         timeout_s: float = DEFAULT_WAIT_S) -> LeakVerdict:
-    """After teardown: every process the engine's tree ever had is gone and
-    available memory is back within margin."""
+    """After teardown: every process the engine's tree ever had is gone, and
+    the /dev/shm segments it created ("name:inode") are removed, or hold no
+    more than the margin."""
     start = time.monotonic()
     survivors = wait_for_exit(list(engine_processes), timeout_s)
+    segments = list(engine_segments)
     left = max(timeout_s - (time.monotonic() - start), 0.0)
-    recovery = wait_for_recovery("host available memory", host_baseline, baseline_available,
-                                 margin_bytes, higher_is_held=False, timeout_s=left)
+    recovery = wait_for_recovery("engine shared memory in /dev/shm",
+                                 lambda: sum(held_bytes(segments).values()), 0, margin_bytes,
+                                 higher_is_held=True, timeout_s=left)
+    recovery.held_by = sorted(held_bytes(segments)) if not recovery.returned else []
     return LeakVerdict("host", list(scenarios), [recovery], survivors)
 
 

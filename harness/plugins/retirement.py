@@ -1,0 +1,47 @@
+"""Which check is the last to need an engine: the pool cannot see the
+future, the collected order can. Engines are named after their model, and a
+module's scenarios open engines only through its `runner` (one per model)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass(frozen=True)
+class LastCheck:
+    """What ends after this check: its module (all engines it opened), or one model in it."""
+    module: bool = False
+    model: str | None = None
+
+
+def _model(item: pytest.Item) -> str | None:
+    entry = getattr(item, "callspec", None) and item.callspec.params.get("model_entry")
+    return getattr(entry, "name", None)
+
+
+def group_by_model(items: list[pytest.Item]) -> list[pytest.Item]:
+    """A stable regrouping: each module's checks, its models in the order
+    they first appear. A module's checks stay together and in their order."""
+    modules: dict[str, dict[str | None, list[pytest.Item]]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], {}).setdefault(_model(item), []).append(item)
+    return [item for models in modules.values() for group in models.values() for item in group]
+
+
+def last_checks(items: list[pytest.Item]) -> dict[str, LastCheck]:
+    """node id → what ends after it, for the checks after which something ends."""
+    ends: dict[str, LastCheck] = {}
+    seen: set[tuple[str, str | None]] = set()
+    modules_seen: set[str] = set()
+    for item in reversed(items):
+        module, model = item.nodeid.split("::", 1)[0], _model(item)
+        if module not in modules_seen:
+            modules_seen.add(module)
+            seen.add((module, model))
+            ends[item.nodeid] = LastCheck(module=True)
+        elif model is not None and (module, model) not in seen:
+            seen.add((module, model))
+            ends[item.nodeid] = LastCheck(model=model)
+        seen.add((module, model))
+    return ends

@@ -1,0 +1,36 @@
+"""Engines are retired after the last check that needs them (harness.plugins.retirement)."""
+from types import SimpleNamespace
+
+from harness.plugins.retirement import LastCheck, group_by_model, last_checks
+
+
+def _item(module, test, model=None):
+    params = {"model_entry": SimpleNamespace(name=model)} if model else {}
+    return SimpleNamespace(nodeid=f"scenarios/{module}.py::{test}[{model}]",
+                           callspec=SimpleNamespace(params=params))
+
+
+# The order pytest gave `make run`: its module fixtures interleave the models.
+COLLECTED = [
+    _item("a", "t1", "g4"), _item("a", "budget"),
+    _item("b", "ragged", "g4"), _item("b", "ragged", "g3n"), _item("b", "equal", "g3n"),
+    _item("b", "equal", "g4"), _item("b", "load", "g3n"), _item("b", "load", "g4"),
+]
+
+
+def test_each_modules_checks_are_grouped_by_model_in_their_order():
+    ordered = [(i.nodeid.split("::")[0][-4:], i.nodeid.split("::")[1]) for i in group_by_model(COLLECTED)]
+    assert ordered == [("a.py", "t1[g4]"), ("a.py", "budget[None]"),
+                       ("b.py", "ragged[g4]"), ("b.py", "equal[g4]"), ("b.py", "load[g4]"),
+                       ("b.py", "ragged[g3n]"), ("b.py", "equal[g3n]"), ("b.py", "load[g3n]")]
+
+
+def test_a_models_engines_end_at_its_last_check_and_the_modules_at_the_last():
+    items = group_by_model(COLLECTED)
+    ends = last_checks(items)
+    assert ends == {
+        "scenarios/a.py::t1[g4]": LastCheck(model="g4"),
+        "scenarios/a.py::budget[None]": LastCheck(module=True),
+        "scenarios/b.py::load[g4]": LastCheck(model="g4"),
+        "scenarios/b.py::load[g3n]": LastCheck(module=True),
+    }
