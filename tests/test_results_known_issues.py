@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results.known_issues import KnownIssuesError, apply_known_issues, load_known_issues
+from harness.results.known_issues import KnownIssuesError, apply_known_issues, check_pattern, load_known_issues
 from harness.results.record import CheckRecord
 
 REPO_REGISTRY = __import__("pathlib").Path(__file__).resolve().parents[1] / "known_issues.toml"
@@ -31,8 +31,15 @@ def _record(**fields):
     return CheckRecord(**{**base, **fields})
 
 
-def test_shipped_registry_loads_and_holds_no_speculative_entry():
-    assert load_known_issues(REPO_REGISTRY) == []
+def test_shipped_registry_names_real_checks_and_existing_findings():
+    """Every shipped entry matches a check the scenarios collect, and links an
+    upstream issue or a finding file that is there: nothing speculative."""
+    issues = load_known_issues(REPO_REGISTRY)
+    ids = (REPO_REGISTRY.parent / "tests" / "data" / "scenario_check_ids_cpu.txt").read_text().splitlines()
+    assert issues
+    for issue in issues:
+        assert any(check_pattern(issue.check).fullmatch(i) for i in ids), issue.check
+        assert issue.link.startswith("https://") or (REPO_REGISTRY.parent / issue.link).is_file(), issue.link
 
 
 def test_matching_failure_becomes_known_issue(tmp_path):
