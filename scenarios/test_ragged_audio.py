@@ -61,6 +61,8 @@ def test_batch_invariance(batch, clip, check):
 
 
 def test_alive_after_batch(batch, check):
+    """The engine still answers after the batch. Shown to fail by the
+    raise-ragged-audio mutation (a crash naming its exception)."""
     run, _ = batch
     check.alive(run, after=f"{run.workload.name} batch {run.labels}")
 
@@ -68,16 +70,22 @@ def test_alive_after_batch(batch, check):
 # --- checks: concurrent server load -----------------------------------------
 
 def test_concurrent_all_answered(load, check):
+    """Every concurrent request answered. The same check as the batch's
+    (`check.completed`), which the raise-ragged-audio mutation fails."""
     check.completed(load[0])
 
 
 def test_concurrent_matches_solo(load, check):
-    """Each concurrent answer equals the same clip alone (offline engine, or
-    a solo request to the same server when the target is remote)."""
+    """Each concurrent answer equals the same clip alone on the reference
+    engine (or the remote server itself, with fresh media names). Shown to
+    fail by the reference-cache mutation (isolation); its comparison is the
+    batch invariance's, which the padding-leak mutation fails."""
     check.all_invariant(*load)
 
 
 def test_alive_after_load(load, check):
+    """The server still answers after the load: `check.alive`, which the
+    raise-ragged-audio mutation fails on the batch."""
     run, _ = load
     check.alive(run, after=f"{len(run.labels)} concurrent requests")
 
@@ -91,7 +99,9 @@ def test_edge_input(runner, edge, check):
     the prompt tokens of the same audio at 16 kHz mono; garbage, empty and
     truncated payloads and an image labelled as audio get a 4xx with a
     message; beyond the longest, a 4xx or no more prompt tokens than the
-    longest allowed. The engine is alive afterwards."""
+    longest allowed. The engine is alive afterwards. Shown to fail by the
+    reject-8khz mutation (a valid input refused); tests/test_checks.py
+    holds every expected outcome to crafted results."""
     spec = audio.EDGE_INPUTS[edge]
     run = runner.one(audio.edge_workload(runner.model, edge), SAMPLING)
     held_to = runner.one(audio.edge_workload(runner.model, spec.held_to), SAMPLING) if spec.held_to else None
