@@ -16,7 +16,7 @@ LOG_SETTLE_S = 0.5
 # A dead engine gets no graceful shutdown: its survivors are killed at once.
 CRASH_GRACE_S = 0.2
 ALIVE_TIMEOUT_S = 60.0
-STARTUP_LOG_LINES = 5000
+CRASH_LOG_LINES = 5000
 
 
 @dataclass(frozen=True)
@@ -92,10 +92,10 @@ class Engine:
         answering within its bound (`timed_out`), whatever its log says."""
         time.sleep(LOG_SETTLE_S)
         lines = log_tail(self.log_path, 200) if self.log_path else []
-        # A start-up failure's root exception may lie far above vLLM's wrappers
-        # and shutdown lines (a worker's traceback); read the whole start.
-        window = 200 if self.ready else STARTUP_LOG_LINES
-        recent = log_tail(self.log_path, window, start=self._request_offset) if self.log_path else []
+        # The root exception may lie far above vLLM's wrappers and shutdown
+        # lines (a worker's traceback, then the core's and the client's): read
+        # all that the start, or the request, wrote.
+        recent = log_tail(self.log_path, CRASH_LOG_LINES, start=self._request_offset) if self.log_path else []
         crash = EngineCrashed(
             cause=Cause.TIMEOUT if timed_out else classify(returncode, recent, started=self.ready),
             exit_code=returncode if returncode is not None and returncode >= 0 else None,
