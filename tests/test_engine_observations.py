@@ -6,7 +6,6 @@ import subprocess
 import pytest
 
 from harness.engines.base import Sampling
-from harness.engines.offline import OfflineEngine
 from harness.engines.results import Completion
 from harness.workloads import audio
 
@@ -24,12 +23,8 @@ def audio_calls(events):
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_gemma4, interpreter, tmp_path_factory):
-    model, args = tiny_gemma4
-    eng = OfflineEngine(model, args, interpreter, tmp_path_factory.mktemp("observed") / "engine.log")
-    eng.start()
-    yield eng
-    assert eng.close() == []
+def engine(offline_gemma4):
+    return offline_gemma4
 
 
 def test_observations_sit_beside_the_log_and_start_empty(engine):

@@ -6,7 +6,6 @@ import pytest
 
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
-from harness.engines.offline import OfflineEngine
 from harness.engines.procs import group_members
 from harness.engines.results import Completion, EngineCrashed, Rejected
 from harness.verdicts import Cause, CheckFailure
@@ -16,12 +15,8 @@ pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_gemma4, interpreter, tmp_path_factory):
-    model, args = tiny_gemma4
-    eng = OfflineEngine(model, args, interpreter, tmp_path_factory.mktemp("offline") / "engine.log")
-    eng.start()
-    yield eng
-    assert eng.close() == []
+def engine(offline_gemma4):
+    return offline_gemma4
 
 
 def test_batch_goes_in_one_generate_with_logprobs(engine):
