@@ -9,12 +9,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.card.profiles import UnknownCard, get_profile
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes")
+OPTIONAL = ("env", "gated", "notes", "card", "build")
 TINY_PREFIX = "tiny:"
 
 
@@ -32,6 +34,10 @@ class ModelEntry:
     env: dict = field(default_factory=dict, hash=False)
     gated: bool = False
     notes: str = ""
+    # The card profile its low-memory checks emulate unless --card names one.
+    card: str | None = None
+    # Tiny builds only: values merged into the recipe (fixtures.tiny_models).
+    build: dict = field(default_factory=dict, hash=False)
 
     @property
     def tiny_arch(self) -> str | None:
@@ -60,10 +66,19 @@ def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
             raise ModelMatrixError(f"{label}: {key} must be a table")
     if not isinstance(raw["name"], str) or not isinstance(raw["model"], str):
         raise ModelMatrixError(f"{label}: name and model must be strings")
+    if "build" in raw and not (isinstance(raw["build"], dict) and raw["model"].startswith(TINY_PREFIX)):
+        raise ModelMatrixError(f"{label}: build must be a table, and only a tiny model has one")
+    card = raw.get("card")
+    if card is not None:
+        try:
+            get_profile(card)
+        except (UnknownCard, AttributeError) as e:
+            raise ModelMatrixError(f"{label}: card: {e}") from None
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
                       modalities=frozenset(mods), engine_args=dict(raw["engine_args"]),
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
-                      gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")))
+                      gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
+                      card=card, build=dict(raw.get("build", {})))
 
 
 def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:

@@ -36,6 +36,11 @@ def test_modality_filter(tmp_path):
     (GOOD.replace("[[cpu]]", "[[tpu]]").replace("[cpu.", "[tpu."), "unknown tier(s) ['tpu']"),
     (GOOD + GOOD, "duplicate name"),
     ("[[cpu]\n", "not valid TOML"),
+    (GOOD.replace('name = "a"', 'name = "a"\ncard = "l4-2g"'), "card: unknown card profile 'l4-2g'"),
+    (GOOD.replace('name = "a"', 'name = "a"\ncard = 22'), "card: "),
+    (GOOD.replace('name = "a"', 'name = "a"\nbuild = 1'), "build must be a table"),
+    (GOOD.replace('name = "a"', 'name = "a"\nbuild = { audio_config = {} }').replace("tiny:gemma4", "org/m"),
+     "only a tiny model has one"),
 ])
 def test_bad_entries_are_clear_errors(tmp_path, text, fragment):
     p = tmp_path / "m.toml"
@@ -50,3 +55,12 @@ def test_unknown_tier_and_missing_file(tmp_path):
         models_for("tpu")
     with pytest.raises(ModelMatrixError, match="not found"):
         load_matrix(tmp_path / "nope.toml")
+
+
+def test_card_and_build_fields(tmp_path):
+    p = tmp_path / "m.toml"
+    p.write_text(GOOD.replace('name = "a"', 'name = "a"\ncard = "L4-22G"\n'
+                              'build = { audio_config = { num_hidden_layers = 1 } }'))
+    (entry,) = models_for("cpu", p)
+    assert entry.card == "L4-22G" and entry.build == {"audio_config": {"num_hidden_layers": 1}}
+    assert {e.name: e.card for e in models_for("cpu")}["tiny-gemma4"] == "l4-22g"

@@ -142,11 +142,12 @@ class EngineInterpreter:
         """What this interpreter lacks that is not supplied, and what to install."""
         return supplies.shortfalls(self.identity)
 
-    def build_tiny_model(self, arch: str, seed: int = 0) -> Path:
+    def build_tiny_model(self, arch: str, seed: int = 0, overrides: dict | None = None) -> Path:
         """Build (or reuse) the tiny model with this interpreter's transformers:
         a config saved by one version may not load in another."""
         out = subprocess.run([str(self.python), "-m", "fixtures.tiny_models", "build", arch,
-                              "--seed", str(seed)], env=self.env(), cwd=ROOT,
+                              "--seed", str(seed), "--overrides", json.dumps(overrides or {})],
+                             env=self.env(), cwd=ROOT,
                              capture_output=True, text=True, timeout=900)
         lines = out.stdout.strip().splitlines()
         if out.returncode != 0 or not lines or not Path(lines[-1]).is_dir():

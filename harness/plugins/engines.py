@@ -106,7 +106,8 @@ def model_paths(engine_interpreter):
     def path_for(entry: ModelEntry) -> str:
         if entry.name not in cache:
             arch = entry.tiny_arch
-            cache[entry.name] = str(engine_interpreter.build_tiny_model(arch)) if arch else entry.model
+            cache[entry.name] = (str(engine_interpreter.build_tiny_model(arch, overrides=entry.build))
+                                 if arch else entry.model)
         return cache[entry.name]
     return path_for
 
