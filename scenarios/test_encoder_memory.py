@@ -1,19 +1,26 @@
 """Encoder memory under low free memory.
 
-The regression: a 26B AWQ Gemma4 MoE on a 22 GiB L4 left about 3 GiB free
-after load; the vision encoder sized its batch chunks from total memory, not
-free, and a transient F.one_hot buffer of 2.88 GiB hit OOM. On the GPU tier
-the card is emulated (`--card l4-22g`) and the engine's peak must stay
-within it; on the CPU tier the tiny Gemma4 runs the same workload, memory is
-recorded by the host sampler, and emulation is skipped with its reason.
+The regression (vLLM PR 43296): a 26B AWQ Gemma4 MoE on a 22 GiB L4 left
+about 3 GiB free after load; the vision encoder sized its chunks from total
+memory, not free, and a transient F.one_hot buffer of 2.88 GiB hit OOM.
 
-Workload → run → checks.
+Every model runs on a card: `--card`, or its default in models.toml. On the
+GPU tier a ballast leaves the card's capacity free; on the CPU tier the
+engine's memory query answers the card's figures, scaled to the tiny model
+(harness/card/emulation.py). The engine's own processes record what the
+query answered, what the chunk function was passed and answered, and each
+pass through the vision tower with the transient it took
+(harness/card/chunks.py); a record shows "free X, total Y -> chunks of k
+for n items".
+
+Workload -> run -> checks.
 """
 from __future__ import annotations
 
 import pytest
 
 from harness.budget_probe import check_encoder_chunk, load_gemma4_encoder_chunk
+from harness.card import chunks
 from harness.engines.base import Sampling
 from harness.workloads import vision
 
@@ -21,55 +28,188 @@ pytestmark = [pytest.mark.modality("video"), pytest.mark.engine]
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 VIDEO_FRAMES = {"cpu": 16, "gpu": 64}
+# Forced chunk sizes. The batch holds 24 images (6 per shape; the processor
+# pads every image to one patch count, so they form one bucket) and two
+# videos of 16 frames: 3 and 5 put chunk edges inside a prompt's images and
+# across the two videos; "unchunked" sends each bucket through at once.
+FORCED_CHUNKS = {"chunk1": 1, "chunk2": 2, "chunk3": 3, "chunk5": 5, "unchunked": 1 << 30}
+
+
+# --- workload and runs -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def work(runner):
+    """Single-image prompts (one per shape), prompts full of one shape, a
+    mixed prompt, and two long videos."""
+    return vision.encoder_workload(runner.mm_limit("image"), videos=2,
+                                   video_frames=VIDEO_FRAMES[runner.entry.tier])
 
 
 @pytest.fixture(scope="module")
-def encoder(runner, card):
-    """Many images of mixed resolutions and long videos in one batch, then
-    each single-image prompt alone."""
-    work = vision.encoder_workload(runner.mm_limit("image"),
-                                   video_frames=VIDEO_FRAMES[runner.entry.tier], videos=2)
-    batch = runner.batch(work, SAMPLING, engine_args=card.engine_overrides())
-    singles = work.only(*(f"single-{shape}" for shape in vision.SHAPES))
-    return batch, runner.each_alone(singles, SAMPLING, engine_args=card.engine_overrides())
+def on_card(runner, card, work):
+    """The whole workload in one batch on the model's card, and each prompt
+    alone on the reference engine."""
+    args = card.engine_overrides()
+    return (runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
+            runner.each_alone(work, SAMPLING, engine_args=args))
 
 
-def test_all_answered_without_oom(encoder, check):
-    """Every prompt of the big mixed batch answered: no OOM, no crash. The
-    same `check.completed` as the audio batch's, which the
-    raise-ragged-audio mutation fails; no vision-side fault switch yet."""
-    run, _ = encoder
-    check.note(run.facts)
+@pytest.fixture(scope="module")
+def low_free(runner, card, work):
+    """The same batch on the same card with free memory far below its total
+    (the memory query emulated, on both tiers)."""
+    steer = card.answer.low_free().as_steering() if card.answer else {}
+    return runner.batch(work, SAMPLING, engine_args=card.engine_overrides(), steer=steer)
+
+
+@pytest.fixture(scope="module", params=list(FORCED_CHUNKS))
+def forced(request, runner, card, work):
+    """The same batch with the encoder's chunk size forced."""
+    size = FORCED_CHUNKS[request.param]
+    return size, runner.batch(work, SAMPLING, engine_args=card.engine_overrides(), steer={"chunk": size})
+
+
+@pytest.fixture(scope="module")
+def ragged_video(runner, card):
+    """Two videos of different frame counts and resolutions in one batch,
+    and each alone."""
+    work = vision.ragged_video_workload()
+    args = card.engine_overrides()
+    return (runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
+            runner.each_alone(work, SAMPLING, engine_args=args))
+
+
+# --- checks: on the card --------------------------------------------------------
+
+def test_all_answered_without_oom(on_card, card, check):
+    """Every prompt of the big mixed batch answered on the card: no OOM, no
+    crash. The same `check.completed` as the audio batch's, which the
+    raise-ragged-audio mutation fails."""
+    card.require()
+    run, _ = on_card
+    check.note({**run.facts, **card.describe()})
     check.completed(run)
 
 
-def test_alive_after_encoder_batch(encoder, check):
+def test_encoder_chunked_on_card(on_card, card, check):
+    """The premise of the family, observed in the engine: on the card the
+    encoder went through a batch in more than one pass. Each memory answer
+    and the chunks made of it are in the record. Fails on a card with room
+    for everything (tests/test_mutations.py runs the batch with no card)."""
+    card.require()
+    run, _ = on_card
+    check.completed(run)
+    check.chunks(run)
+    chunks.check_chunked(run.observed, "the batch on the card")
+
+
+def test_batch_invariance_on_card(on_card, card, check):
+    """Every prompt's output in the chunked batch equals its output alone on
+    the reference engine. Fails with the vision-chunk-leak mutation."""
+    card.require()
+    run, alone = on_card
+    check.completed(run)
+    check.all_invariant(run, alone)
+
+
+def test_alive_after_encoder_batch(on_card, card, check):
     """The engine still answers afterwards (`check.alive`, failed by the
     raise-ragged-audio mutation on the audio batch)."""
-    check.alive(encoder[0], after="the encoder batch")
+    card.require()
+    check.alive(on_card[0], after="the encoder batch")
 
 
-@pytest.mark.parametrize("shape", list(vision.SHAPES))
-def test_image_invariance_in_big_batch(encoder, shape, check):
-    """An image's output in the big batch equals its output alone on the
-    reference engine. The comparison and the isolation are the audio
-    invariance's, which the padding-leak and reference-cache mutations fail."""
-    run, alone = encoder
-    check.completed(run)
-    check.invariant(run, alone, f"single-{shape}")
-
-
-def test_peak_within_emulated_card(encoder, card, check):
+def test_peak_within_emulated_card(on_card, card, check):
     """The engine's peak (NVML per process, or device arithmetic where pids
-    do not match) stays within the budget it was given on the emulated card
-    (not the card's capacity, which the ballast makes impossible to exceed),
-    even when the big GPU did not OOM."""
-    check.note(card.check_peak(encoder[0].memory()))
+    do not match) stays within the budget it was given on the card (not the
+    card's capacity, which the ballast makes impossible to exceed). Needs
+    the ballast: skipped where the card lives in the memory query only."""
+    check.note(card.check_peak(on_card[0].memory()))
 
+
+def test_encoder_transient_within_stated_budget(on_card, card, check):
+    """Each vision-tower pass's transient, measured inside the engine (the
+    CUDA allocator's peak above what it held before the pass), stays within
+    the budget the engine stated for that chunk: the chunk it chose is
+    judged by measurement, not by its own cost formula. On the CPU tier the
+    transient is the process's resident high-water mark: recorded, not held
+    to the budget, because a tiny model's passes reuse freed heap and read
+    as 0-12 KiB. Shown to fail on a GPU in tests/gpu (every item forced into
+    one pass against a small free figure); fails here if nothing was
+    measured."""
+    card.require()
+    run, _ = on_card
+    check.completed(run)
+    rows = chunks.transients(run.observed or [])
+    check.note({"transients": rows})
+    chunks.check_transient_within_budget(rows, "the batch on the card")
+
+
+# --- checks: the call site ------------------------------------------------------
+
+def test_chunk_from_free_memory(on_card, low_free, card, check):
+    """The encoder hands its chunk function the free memory its query
+    answered, not the total, and with free memory far below the total its
+    chunks shrink. Fails with the chunk-from-total mutation (the call site
+    passes the total as free): cause "over-budget: chunk sized from total
+    memory, not free"."""
+    card.require()
+    check.completed(low_free)
+    check.chunks(low_free)
+    for run, what in ((on_card[0], "the batch on the card"), (low_free, "the low-free batch")):
+        chunks.check_chunk_from_free(run.observed or [], what)
+    check.note({"chunks": chunks.check_shrinks(on_card[0].observed, low_free.observed,
+                                                "the low-free batch")})
+
+
+# --- checks: chunk boundaries ---------------------------------------------------
+
+def test_chunk_boundary_invariance(forced, on_card, card, check):
+    """With the chunk size forced to 1, 2, 3, 5 or everything at once, the
+    encoder really made passes of that size (observed), and every prompt's
+    output equals its output alone on the reference engine. Fails with the
+    vision-chunk-leak mutation (items behind another in a pass perturbed)."""
+    card.require()
+    size, run = forced
+    check.completed(run)
+    check.chunks(run)
+    chunks.check_forced_chunk(run.observed or [], size, f"the batch forced to chunks of {size}")
+    check.all_invariant(run, on_card[1])
+
+
+# --- checks: ragged video -------------------------------------------------------
+
+def test_ragged_video_one_pass(ragged_video, card, check):
+    """The premise, observed: both video prompts in one step, and one video
+    encoder call holding videos of different frame counts. Its one-pass
+    check is the ragged audio's, which the single-request-steps mutation
+    fails."""
+    card.require()
+    run, _ = ragged_video
+    check.note(run.facts)
+    check.one_pass(run, modality="video", ragged=True)
+
+
+def test_ragged_video_invariance(ragged_video, card, check):
+    """Each video's output in the ragged batch equals its output alone on
+    the reference engine (the vision-chunk-leak mutation fails it: the
+    second video's frames share the first's pass)."""
+    card.require()
+    check.all_invariant(*ragged_video)
+
+
+# --- unit-level: the chunk function's own promise -------------------------------
 
 def test_encoder_chunk_budget_contract(engine_interpreter, check):
-    """The engine's own chunk-size function keeps its transient within half of
-    free memory for every card profile (no GPU needed)."""
+    """The engine's own chunk-size function, called over every card profile
+    and a grid of free memory, keeps its stated transient within half of
+    free memory, answers at least 1, and never shrinks as free memory grows.
+    It catches a function that breaks its own promise (a budget taken from
+    total memory, a floor of 0, a non-monotone answer). It cannot catch a
+    cost formula that underestimates the real transient (its cost is a copy
+    of the engine's own) or a call site that passes the wrong figure: those
+    are test_encoder_transient_within_stated_budget and
+    test_chunk_from_free_memory."""
     fn, source = load_gemma4_encoder_chunk(engine_interpreter.python)
     if fn is None:
         pytest.skip(source)

@@ -14,9 +14,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.mutation]
 MODEL = "tiny-gemma4"
 
 
-def family(tmp_path_factory, name: str, faults: str, selection: str):
+def family(tmp_path_factory, name: str, faults: str, selection: str, module: str = "test_ragged_audio.py"):
     tmp = tmp_path_factory.mktemp(name)
-    records, out = run_scenarios("test_ragged_audio.py", tmp, "-k", f"{MODEL} and ({selection})",
+    records, out = run_scenarios(module, tmp, "-k", f"{MODEL} and ({selection})",
                                  f"--inject-faults={faults}")
     return records, out
 
@@ -36,6 +36,13 @@ def single_steps(tmp_path_factory):
 def ragged_raise(tmp_path_factory):
     return family(tmp_path_factory, "raise", "raise-ragged-audio",
                   "ragged and (one_pass or alive_after_batch)")
+
+
+@pytest.fixture(scope="module")
+def encoder_faults(tmp_path_factory):
+    return family(tmp_path_factory, "encoder", "chunk-from-total,vision-chunk-leak",
+                  "chunk_from_free or chunk_boundary_invariance and (chunk1 or chunk3) "
+                  "or ragged_video_invariance", module="test_encoder_memory.py")
 
 
 def test_mutation_padding_leak_fails_batch_invariance_with_mismatch(leak_cache_8khz):
@@ -77,3 +84,27 @@ def test_mutation_8khz_refused_fails_the_edge_check(leak_cache_8khz):
     rec = records[f"test_edge_input[{MODEL}-8kHz]"]
     assert (rec.verdict, rec.cause) == ("fail", "http-4xx"), rec.message
     assert "a valid input refused" in rec.message
+
+
+def test_mutation_total_passed_as_free_fails_the_call_site_check(encoder_faults):
+    records, _ = encoder_faults
+    rec = records[f"test_chunk_from_free_memory[{MODEL}]"]
+    assert (rec.verdict, rec.cause) == ("fail", "over-budget: chunk sized from total memory, not free"), rec.message
+    assert "passed the total" in rec.message
+
+
+def test_mutation_vision_chunk_leak_fails_chunk_boundary_and_ragged_video_invariance(encoder_faults):
+    """Items after a pass's first are perturbed, on every engine. Chunks of
+    three put single-image prompts behind another image: they fail. Chunks
+    of one leave every item first in its pass, so only prompts whose
+    images share a pass on the reference engine (several images) differ.
+    The videos' frames are cut into other passes batched on the card than
+    alone."""
+    records, _ = encoder_faults
+    verdicts = {k: (r.verdict, r.cause) for k, r in records.items()
+                if k.startswith(("test_chunk_boundary_invariance", "test_ragged_video_invariance"))}
+    assert verdicts == {f"test_chunk_boundary_invariance[chunk1-{MODEL}]": ("fail", "mismatch"),
+                        f"test_chunk_boundary_invariance[chunk3-{MODEL}]": ("fail", "mismatch"),
+                        f"test_ragged_video_invariance[{MODEL}]": ("fail", "mismatch")}
+    assert "single-" in records[f"test_chunk_boundary_invariance[chunk3-{MODEL}]"].message
+    assert "many-" in records[f"test_chunk_boundary_invariance[chunk1-{MODEL}]"].message

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.engines.causes import classify, engine_message, signal_name
+from harness.engines.control import EngineControl
 from harness.engines.observations import Observations
 from harness.engines.procs import log_tail
 from harness.engines.results import Completion, EngineCrashed, Result, cause_of
@@ -52,6 +53,7 @@ class Engine:
         self._request_offset = 0
         # What the engine's own processes saw; unobserved unless a driver sets it.
         self.observations = Observations(None)
+        self.control = EngineControl(None)  # and how it can be steered: not at all
 
     # --- driving -----------------------------------------------------------
     def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling(),

@@ -14,7 +14,8 @@ from harness.engines.results import Result
 FAULTS_ENV = "MMHARNESS_FAULTS"
 # The switches the engine-side shim knows; see mmharness_faults.FAULTS.
 FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
-               "reference-cache", "reject-8khz")
+               "reference-cache", "reject-8khz", "chunk-from-total",
+               "vision-chunk-leak")
 
 
 def fault_env(*names: str) -> dict[str, str]:

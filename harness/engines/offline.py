@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.engines.base import CRASH_GRACE_S, Engine, Sampling
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.control import EngineControl, control_file
 from harness.engines.observations import Observations, side_file
 from harness.engines.procs import EngineProcess, launch
 from harness.engines.results import (Completion, EngineStartupFailed, Rejected, RequestTimedOut,
@@ -39,6 +40,7 @@ class OfflineEngine(Engine):
         self.model, self.engine_args, self.interpreter = str(model), dict(engine_args), interpreter
         self.extra_env, self.start_timeout = env or {}, start_timeout
         self.observations = Observations(side_file(self.log_path))
+        self.control = EngineControl(control_file(self.log_path))
         self.proc: EngineProcess | None = None
         self.limits: dict = {}
         self._conn = None
@@ -51,7 +53,7 @@ class OfflineEngine(Engine):
         listener = Listener(address=address, family="AF_UNIX", authkey=key)
         self.proc = launch([str(self.interpreter.python), str(WORKER), address, key.hex(),
                             self.model, json.dumps(self.engine_args)],
-                           self.interpreter.env(self.observations.env() | self.extra_env), self.log_path)
+                           self.interpreter.env(self.observations.env() | self.control.env() | self.extra_env), self.log_path)
         accepted: list = []
         t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
         t.start()

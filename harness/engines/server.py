@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.control import EngineControl, control_file
 from harness.engines.observations import Observations, side_file
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.openai_engine import OpenAIEngine
@@ -64,6 +65,7 @@ class ServerEngine(OpenAIEngine):
         self.extra_env, self.extra_flags = env or {}, list(extra_flags or [])
         self.start_timeout = start_timeout
         self.observations = Observations(side_file(self.log_path))
+        self.control = EngineControl(control_file(self.log_path))
         self.api_key = secrets.token_hex(12)
         self.proc: EngineProcess | None = None
 
@@ -92,7 +94,7 @@ class ServerEngine(OpenAIEngine):
                # Cached prompt tokens per answer: a reference must have none.
                "--enable-prompt-tokens-details",
                *cli_flags(self.engine_args), *self.extra_flags]
-        self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.extra_env), self.log_path)
+        self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.extra_env), self.log_path)
         deadline = time.monotonic() + self.start_timeout
         while not self.healthy(timeout=1.0):
             death = self.proc.death()

@@ -1,10 +1,16 @@
-"""pytest plugin: `--card PROFILE`, emulating a smaller GPU on a big one (GPU tier).
+"""pytest plugin: the card a low-memory scenario runs on, on both tiers.
 
-A ballast process holds enough device memory to leave exactly the profile's
-capacity free; engines for scenarios that ask for the card get
-gpu_memory_utilization = profile budget / physical total, so vLLM's own
-start-up check passes. The `card` fixture always gives a Card: one without
-emulation says why, and its peak check is skipped with that reason.
+The card is `--card PROFILE`, or else the model's default (`card` in
+models.toml). The `card` fixture (one per model) gives a Card:
+  - GPU tier: a ballast process holds enough device memory to leave exactly
+    the profile's capacity free, and the engine gets gpu_memory_utilization
+    = profile budget / physical total, so the engine's memory query answers
+    the card's real figures;
+  - CPU tier: the engine's memory query answers the card's figures through
+    the in-engine shim, scaled to the model (harness/card/emulation.py).
+A Card that cannot be set up says why, and every check that needs it fails
+with that reason (`card.require()`): the family never stays green without
+testing low memory.
 """
 from __future__ import annotations
 
@@ -14,26 +20,39 @@ import pytest
 
 from harness.card import ballast as ballast_mod
 from harness.card.capacity import check_within_budget, engine_peak
+from harness.card.emulation import MemoryAnswer, card_answer, encoder_scale
 from harness.card.profiles import CardProfile, UnknownCard, after_load_record, get_profile, gpu_memory_utilization
 from harness.results.record import CheckRecord
 from harness.samplers import SamplerResult, used_key
 from harness.samplers.leak import gpu_baseline
+from harness.verdicts import Cause, CheckFailure
 
 PROFILE = pytest.StashKey[CardProfile | None]()
 
 
 @dataclass
 class Card:
-    """The emulated card of this run, or why there is none."""
+    """The card of one model's low-memory checks, or why there is none."""
     profile: CardProfile | None
-    ready: ballast_mod.BallastReady | None = None
+    # The card as the engine's memory query sees it; scaled to the model.
+    answer: MemoryAnswer | None = None
+    ready: ballast_mod.BallastReady | None = None  # GPU tier: the ballast
     baseline_used: int = 0  # device used before the ballast
     device: int = 0
-    reason: str = ""  # why nothing is emulated
+    reason: str = ""  # why there is no card
 
     @property
     def emulating(self) -> bool:
+        """A ballast makes the device itself the card."""
         return self.ready is not None
+
+    @property
+    def available(self) -> bool:
+        return not self.reason and (self.emulating or self.answer is not None)
+
+    def require(self) -> None:
+        if not self.available:
+            raise CheckFailure(Cause.PREMISE, f"no card to test low memory on: {self.reason}")
 
     @property
     def ballast_bytes(self) -> int:
@@ -46,13 +65,26 @@ class Card:
         return {"gpu_memory_utilization": round(gpu_memory_utilization(self.profile,
                                                                        self.ready.total_bytes), 4)}
 
+    def steering(self) -> dict:
+        """How a run steers the engine onto the card: nothing where the
+        ballast makes the real figures the card's, else the emulated answer."""
+        return {} if self.emulating or self.answer is None else self.answer.as_steering()
+
+    def describe(self) -> dict:
+        return {"card": self.profile.id if self.profile else None,
+                "how": "ballast on the device" if self.emulating else "emulated memory query",
+                "memory_query": self.answer.describe() if self.answer else None,
+                "scale": self.answer.scale if self.answer else None}
+
     def check_peak(self, window: SamplerResult | None) -> dict:
         """The engine's peak in this memory window (NVML per process, or
         device arithmetic where pids do not match) stays within the budget
         the engine was given on the emulated card. Returns the figures it
         compared."""
+        self.require()
         if not self.emulating:
-            pytest.skip(self.reason)
+            pytest.skip("the card lives in the engine's memory query only (no ballast on this tier): "
+                        "the host's peak is not the card's")
         if window is None or not window.timeline:
             raise ValueError("no memory samples of the engine in this window")
         first_used = window.timeline[0][1][used_key(self.device)]
@@ -64,9 +96,37 @@ class Card:
         return evidence
 
 
+class _Ballasts:
+    """One ballast at a time on the GPU tier, kept while models ask for the same card."""
+
+    def __init__(self, python: str, pool):
+        self.python, self.pool = python, pool
+        self.held: tuple[str, ballast_mod.Ballast, ballast_mod.BallastReady, int] | None = None
+
+    def get(self, profile: CardProfile) -> tuple[ballast_mod.BallastReady | None, int, str]:
+        if self.held and self.held[0] == profile.id:
+            return self.held[2], self.held[3], ""
+        self.close()
+        reason = ballast_mod.emulation_unavailable_reason(self.python)
+        if reason:
+            return None, 0, reason
+        baseline = gpu_baseline([0])[0]
+        ballast = ballast_mod.Ballast(profile.capacity_bytes, 0, python=self.python)
+        ready = ballast.start()
+        self.pool.own_pids.append(ready.pid)
+        self.held = (profile.id, ballast, ready, baseline)
+        return ready, baseline, ""
+
+    def close(self) -> None:
+        if self.held:
+            held, self.held = self.held, None
+            held[1].stop()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("mmharness card").addoption(
-        "--card", default=None, help="emulate a smaller GPU card profile, e.g. l4-22g (GPU tier only)")
+        "--card", default=None, help="the card profile low-memory checks run on, e.g. l4-22g "
+                                     "(default: each model's `card` in models.toml)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,30 +138,30 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def card(pytestconfig, engine_interpreter, engine_pool):
-    """The emulated card (a ballast holding the rest of the device), or a
-    Card that says why there is none."""
-    profile = pytestconfig.stash[PROFILE]
+def _ballasts(pytestconfig, engine_interpreter, engine_pool):
+    ballasts = _Ballasts(str(engine_interpreter.python), engine_pool)
+    yield ballasts
+    ballasts.close()
+
+
+@pytest.fixture(scope="module")
+def card(pytestconfig, runner, _ballasts) -> Card:
+    """This model's card: --card, or the model's default."""
+    profile = pytestconfig.stash[PROFILE] or (get_profile(runner.entry.card) if runner.entry.card else None)
     if profile is None:
-        yield Card(None, reason="no --card given: nothing to emulate")
-        return
+        return Card(None, reason=f"no --card given and {runner.entry.name} names no default card "
+                                 "in the model matrix")
+    answer = card_answer(profile, encoder_scale(runner.model))
     if pytestconfig.getoption("tier") != "gpu":
-        yield Card(profile, reason=f"--card {profile.id} is a GPU-tier setting; this is the CPU tier")
-        return
-    python = str(engine_interpreter.python)
-    reason = ballast_mod.emulation_unavailable_reason(python)
-    if reason:
-        yield Card(profile, reason=reason)
-        return
-    baseline = gpu_baseline([0])[0]
-    with ballast_mod.Ballast(profile.capacity_bytes, 0, python=python) as ready:
-        engine_pool.own_pids.append(ready.pid)
-        yield Card(profile, ready, baseline)
+        return Card(profile, answer)
+    ready, baseline, reason = _ballasts.get(profile)
+    return Card(profile, answer, ready, baseline, reason=reason)
 
 
 def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> None:
-    """A check that used the emulated card says which, and plots its capacity."""
+    """A check that used the card says which; with a ballast, it plots its capacity."""
     card = getattr(item, "funcargs", {}).get("card") if item is not None else None
-    if isinstance(card, Card) and card.emulating:
+    if isinstance(card, Card) and card.profile is not None:
         record.params["card"] = card.profile.id
-        record.memory_budget = {used_key(card.device): card.profile.budget_bytes()}
+        if card.emulating:
+            record.memory_budget = {used_key(card.device): card.profile.budget_bytes()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.card.chunks import summary as chunk_summary
 from harness.checks import check_alive, check_completed, check_edge_outcome, check_invariant
 from harness.engines.results import Completion
 from harness.results.record import CheckRecord, json_safe
@@ -47,6 +48,11 @@ class Check:
                                   for e in calls):
             raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held all {n} items at one "
                                f"length: {[e.get('shapes') for e in calls]}")
+
+    def chunks(self, run: Run) -> None:
+        """Write what the encoder made of its memory into the record: one
+        line per chunk decision, "free X, total Y -> chunks of k for n items"."""
+        self.record.evidence.setdefault("encoder_chunks", []).extend(chunk_summary(self._observed(run)))
 
     @staticmethod
     def _observed(run: Run) -> list[dict]:

@@ -46,9 +46,20 @@ class Runner:
         return self.entry.engine_args.get("limit_mm_per_prompt", {}).get(modality, 1)
 
     # --- the four ways to run ---------------------------------------------
-    def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None) -> Run:
+    def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
+              steer: dict | None = None) -> Run:
+        """Every request in one generate call. Media are renamed afresh for
+        the call, so no cache left by an earlier run on the engine serves it.
+        `steer`: the engine's memory answer and chunk size for this run
+        (harness.engines.control)."""
         use = self._use("offline", workload, engine_args)
-        return self._run("batch", workload, use, lambda e: e.chat(_conversations(workload), sampling))
+        tag = f"mmh-batch-{uuid.uuid4().hex[:12]}"
+
+        def send(engine):
+            with engine.control.steering(**(steer or {})):
+                return engine.chat([with_uuids(c, f"{tag}-{i}")
+                                    for i, c in enumerate(_conversations(workload))], sampling)
+        return self._run("batch", workload, use, send)
 
     def each_alone(self, workload: Workload, sampling: Sampling, *,
                    engine_args: dict | None = None) -> Run:

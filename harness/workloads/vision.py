@@ -35,3 +35,16 @@ def encoder_workload(images_per_prompt: int, *, video_frames: int, videos: int) 
         reqs.append(_request(f"video{v}-{video_frames}f", [video_part(frames)], frames=video_frames))
     # The family's only workload: its scenario is named after the model alone.
     return Workload("", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})
+
+
+# Two videos of different lengths and resolutions (landscape, portrait).
+RAGGED_VIDEOS = {"video-8f-320x240": (8, 320, 240), "video-12f-240x400": (12, 240, 400)}
+
+
+def ragged_video_workload() -> Workload:
+    """One prompt per video; batched, their frames meet in one encoder call."""
+    reqs = []
+    for i, (label, (frames, w, h)) in enumerate(RAGGED_VIDEOS.items()):
+        part = video_part(media.video_frames(frames, w, h, seed=400 + i))
+        reqs.append(Request(label, user(part, PROMPT), {"frames": frames, "width": w, "height": h}))
+    return Workload("ragged-video", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})

@@ -9,12 +9,18 @@ start-up profiling with dummy inputs is never seen.
 """
 from __future__ import annotations
 
+import contextlib
+
 import mmharness_importhook
 
 RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
-# before(call) may raise; after(call, outputs) returns the outputs to use.
+# before(call) may raise; after(call, outputs) returns the outputs to use;
+# around(call) is a context manager held for the whole call.
 BEFORE: list = []
 AFTER: list = []
+AROUND: list = []
+# on_model(model) runs once, when the model is wrapped.
+ON_MODEL: list = []
 
 # (kwarg, modality), first match wins: the kwarg holding each item's input.
 INPUT_KEYS = (("input_features_padded", "audio"), ("input_features", "audio"),
@@ -66,7 +72,10 @@ def _wrap_model(model) -> None:
         call = EncoderCall(kwargs)
         for before in BEFORE:
             before(call)
-        outputs = real(**kwargs)
+        with contextlib.ExitStack() as stack:
+            for around in AROUND:
+                stack.enter_context(around(call))
+            outputs = real(**kwargs)
         for after in AFTER:
             outputs = after(call, outputs)
         return outputs
@@ -74,6 +83,8 @@ def _wrap_model(model) -> None:
     # An instance attribute: nn.Module keeps plain callables in __dict__.
     model.embed_multimodal = embed_multimodal
     model._mmharness_encoder_hook = True
+    for on_model in ON_MODEL:
+        on_model(model)
 
 
 def _patch_runner(module) -> None:

@@ -29,6 +29,22 @@ def _raise_ragged_audio(call) -> None:
         raise RuntimeError("mmharness fault: ragged audio batch")
 
 
+def _vision_chunk_leak(model) -> None:
+    """Every item of a vision-tower pass but its first gets a shifted
+    encoding, as if state leaked into it from the item before it."""
+    encoder = getattr(getattr(model, "vision_tower", None), "encoder", None)
+    if encoder is None:
+        return
+    real = encoder.forward
+
+    def forward(*args, **kwargs):
+        out = real(*args, **kwargs)
+        out.last_hidden_state[1:] += LEAK
+        return out
+
+    encoder.forward = forward
+
+
 def _single_request_steps(module) -> None:
     cls = module.Scheduler
     real = cls.schedule
@@ -73,6 +89,17 @@ def _ignore_media_names(module) -> None:
     module._parse_chat_message_content_part = parse
 
 
+def _chunk_from_total(module):
+    cls = module.Gemma4ForConditionalGeneration
+    real = cls._encoder_chunk
+
+    def _encoder_chunk(patches_per_item, free_bytes, total_bytes, position_embedding_size):
+        # The call site's old bug: the card's total handed over as free.
+        return real(patches_per_item, total_bytes, total_bytes, position_embedding_size)
+
+    cls._encoder_chunk = staticmethod(_encoder_chunk)
+
+
 def _both(*faults):
     def arm():
         for fault in faults:
@@ -92,12 +119,14 @@ def _reject_8khz(module) -> None:
     cls.resample = resample
 
 
-def _encoder_fault(before=None, after=None):
+def _encoder_fault(before=None, after=None, on_model=None):
     def arm():
         if before:
             mmharness_encoder.BEFORE.append(before)
         if after:
             mmharness_encoder.AFTER.append(after)
+        if on_model:
+            mmharness_encoder.ON_MODEL.append(on_model)
         mmharness_encoder.install()
     return arm
 
@@ -115,6 +144,8 @@ FAULTS = {
     "reference-cache": _both(_module_fault("vllm.engine.arg_utils", _reference_cache),
                              _module_fault("vllm.renderers.chat_utils", _ignore_media_names)),
     "reject-8khz": _module_fault("vllm.multimodal.audio", _reject_8khz),
+    "vision-chunk-leak": _encoder_fault(on_model=_vision_chunk_leak),
+    "chunk-from-total": _module_fault("vllm.model_executor.models.gemma4_mm", _chunk_from_total),
 }
 
 

@@ -2,7 +2,8 @@
 appends what it really did to that file, one JSON line per event, in the
 format of harness/engines/observations.py:
   step     - one scheduled model step: requests, tokens per request, total;
-  encoder  - one multimodal encoder call: modality, items, each item's shape.
+  encoder  - one multimodal encoder call: modality, items, each item's shape;
+  memory_info, encoder_chunk, vision_chunk - encoder memory (mmharness_memory).
 Several processes write the same file: each line is one O_APPEND write.
 """
 from __future__ import annotations
@@ -55,3 +56,6 @@ def install() -> None:
     mmharness_importhook.after_import(mmharness_encoder.RUNNER_MODULE, _patch_runner)
     mmharness_encoder.BEFORE.insert(0, _record_encoder_call)  # seen even if a fault raises
     mmharness_encoder.install()
+    import mmharness_memory
+
+    mmharness_memory.install()
