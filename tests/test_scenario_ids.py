@@ -2,7 +2,10 @@
 redesign of the plumbing must not change them. The lists in tests/data were
 collected before the scenario runner replaced the hand-written plumbing;
 since then only checks that could not fail have gone (test_premise_lengths
-and test_non_empty, folded into test_one_pass and the invariance checks)."""
+and test_non_empty, folded into test_one_pass and the invariance checks),
+and the low-memory family's per-shape image invariance became one check of
+every prompt per chunk setting (test_batch_invariance_on_card,
+test_chunk_boundary_invariance)."""
 import subprocess
 import sys
 from pathlib import Path

@@ -48,6 +48,7 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
         sections.failures_by_cause(records, index, streaks),
         sections.appears_fixed(records, index),
         sections.table(records),
+        sections.encoder_chunks(records, index),
         sections.failure_details(records, index, streaks, figures, missing),
     ])
     page = _fill(TEMPLATE.read_text(encoding="utf-8"), {

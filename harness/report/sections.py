@@ -142,6 +142,20 @@ def appears_fixed(records: list[CheckRecord], index: dict[str, int]) -> str:
             f'<ul>{items}</ul></section>')
 
 
+def encoder_chunks(records: list[CheckRecord], index: dict[str, int]) -> str:
+    """What each check's encoder made of its memory: "free X, total Y ->
+    chunks of k for n items", one line per chunk decision the engine made."""
+    shown = [r for r in records if r.evidence.get("encoder_chunks")]
+    if not shown:
+        return ""
+    items = "".join(f'<li><a href="#row-{index[r.id]}" class="mono">{escape(r.id)}</a><ul>'
+                    + "".join(f'<li class="mono">{escape(line)}</li>' for line in r.evidence["encoder_chunks"])
+                    + "</ul></li>" for r in shown)
+    return (f'<section id="encoder-chunks"><h2>Encoder chunks</h2><p>Per check, each chunk decision '
+            f'the engine made: its memory query\'s answer, and the passes it made through the vision '
+            f'tower.</p><ul>{items}</ul></section>')
+
+
 def table(records: list[CheckRecord]) -> str:
     """The filter controls and an empty table: the page's script fills it
     from the records' JSON, one page of rows at a time."""
