@@ -21,6 +21,11 @@ def family(tmp_path_factory, name: str, faults: str, selection: str, module: str
     return records, out
 
 
+def assert_failed(rec, cause: str, says: str) -> None:
+    assert (rec.verdict, rec.cause) == ("fail", cause), rec.message
+    assert says in rec.message
+
+
 @pytest.fixture(scope="module")
 def leak_cache_8khz(tmp_path_factory):
     return family(tmp_path_factory, "leak", "padding-leak,reference-cache,reject-8khz",
@@ -57,9 +62,7 @@ def test_mutation_padding_leak_fails_batch_invariance_with_mismatch(leak_cache_8
 
 def test_mutation_single_request_steps_fails_the_one_pass_premise(single_steps):
     records, _ = single_steps
-    rec = records[f"test_one_pass[ragged-{MODEL}]"]
-    assert (rec.verdict, rec.cause) == ("fail", "premise"), rec.message
-    assert "not scheduled in one step" in rec.message
+    assert_failed(records[f"test_one_pass[ragged-{MODEL}]"], "premise", "not scheduled in one step")
 
 
 def test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception(ragged_raise):
@@ -74,23 +77,18 @@ def test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception(rag
 
 def test_mutation_reference_from_the_cache_fails_isolation(leak_cache_8khz):
     records, _ = leak_cache_8khz
-    rec = records[f"test_concurrent_matches_solo[normal-{MODEL}]"]
-    assert (rec.verdict, rec.cause) == ("fail", "premise"), rec.message
-    assert "not isolated" in rec.message
+    assert_failed(records[f"test_concurrent_matches_solo[normal-{MODEL}]"], "premise", "not isolated")
 
 
 def test_mutation_8khz_refused_fails_the_edge_check(leak_cache_8khz):
     records, _ = leak_cache_8khz
-    rec = records[f"test_edge_input[{MODEL}-8kHz]"]
-    assert (rec.verdict, rec.cause) == ("fail", "http-4xx"), rec.message
-    assert "a valid input refused" in rec.message
+    assert_failed(records[f"test_edge_input[{MODEL}-8kHz]"], "http-4xx", "a valid input refused")
 
 
 def test_mutation_total_passed_as_free_fails_the_call_site_check(encoder_faults):
     records, _ = encoder_faults
-    rec = records[f"test_chunk_from_free_memory[{MODEL}]"]
-    assert (rec.verdict, rec.cause) == ("fail", "over-budget: chunk sized from total memory, not free"), rec.message
-    assert "passed the total" in rec.message
+    assert_failed(records[f"test_chunk_from_free_memory[{MODEL}]"],
+                  "over-budget: chunk sized from total memory, not free", "passed the total")
 
 
 def test_mutation_vision_chunk_leak_fails_chunk_boundary_and_ragged_video_invariance(encoder_faults):

@@ -16,7 +16,7 @@ def summary_line(results: RunResults) -> str:
     parts = [f"{counts[v.value]} {v.value}" for v in ORDER if counts.get(v.value)]
     tally = ", ".join(parts) or "no checks"
     if results.problems:
-        tally += f", {len(results.problems)} unreadable record line(s)"
+        tally += f", {len(results.problems)} problem(s) reading the records (unreadable or duplicate lines)"
     if results.green:
         head = "nothing new from the engine"
     else:
