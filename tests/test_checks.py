@@ -182,3 +182,51 @@ def test_an_engine_that_does_not_answer_is_not_alive(answer, cause):
         check_alive(StubEngine(answer=answer), after="hostile input 'nan-audio'")
     assert info.value.cause == cause
     assert info.value.message.startswith("after hostile input 'nan-audio': engine did not answer")
+
+
+# --- Check.isolated: a reference engine that died is not a cache -------------
+
+def _reference_run(outcomes, observed):
+    from harness.engines.base import Engine as _Engine
+    from harness.models import ModelEntry
+    from harness.runner.run import EngineUse, Run
+    from harness.workloads.request import Request, Workload
+
+    audio = {"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64,"}}
+    requests = tuple(Request(label, [{"role": "user", "content": [audio]}])
+                     for label in ("clip-1s", "clip-3.5s"))
+    entry = ModelEntry(tier="cpu", name="m", model="tiny:gemma4", modalities=frozenset({"audio"}),
+                       engine_args={})
+    use = EngineUse(kind="offline", scenario="s", entry=entry, engine=_Engine.__new__(_Engine))
+    return Run(how="each_alone", workload=Workload("ragged", requests), _use=use,
+               _outcomes=outcomes, _observed=observed)
+
+
+def _isolated(reference, label):
+    from harness.results.record import CheckRecord
+    from harness.runner.check import Check
+
+    Check(CheckRecord(id="x")).isolated(reference, label)
+
+
+def test_a_reference_whose_engine_died_fails_with_the_crash_not_as_a_cache():
+    """The first reference killed its engine in its encoder call, the second
+    got the dead engine: each check names the crash, neither blames a cache."""
+    reference = _reference_run([crash(), crash()], [{"event": "encoder", "items": 1}])
+    for label in reference.labels:
+        with pytest.raises(CheckFailure) as info:
+            _isolated(reference, label)
+        assert info.value.cause == SQUEEZE
+        assert info.value.message.startswith(f"input {label} (solo): no answer")
+
+
+def test_an_answered_reference_beside_a_dead_one_is_held_only_to_its_own_media():
+    reference = _reference_run([done(1), crash()], [{"event": "encoder", "items": 1}])
+    _isolated(reference, "clip-1s")
+
+
+def test_answered_references_served_from_a_cache_still_fail_the_premise():
+    reference = _reference_run([done(1), done(2)], [{"event": "encoder", "items": 1}])
+    with pytest.raises(CheckFailure) as info:
+        _isolated(reference, "clip-3.5s")
+    assert info.value.cause == Cause.PREMISE and "encoded 1 of the 2" in info.value.message

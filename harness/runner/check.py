@@ -65,7 +65,10 @@ class Check:
     def isolated(self, reference: Run, label: str) -> None:
         """A reference took nothing from a cache: no cached prompt tokens, and,
         where the engine is observed, an encoder call for every media item it
-        was sent (an encoder cache serves a repeat without one)."""
+        was sent (an encoder cache serves a repeat without one). A reference
+        that went unanswered fails with its own cause first: a dead
+        reference engine encodes nothing more, and that is not a cache."""
+        check_completed([reference[label]], [f"{label} (solo)"])
         cached = getattr(reference[label], "cached_tokens", None)
         self.record.evidence.setdefault("reference_cached_tokens", {})[label] = cached
         if cached:
@@ -73,7 +76,11 @@ class Check:
                                f"from a cache: it is not isolated from the run it judges")
         if reference.observed is None:
             return
-        sent = sum(media_items(r.conversation) for r in reference.workload.requests)
+        # Only answered requests must have been encoded (another reference
+        # request may have died with its engine before its encoder call).
+        sent = sum(media_items(r.conversation) for r, result in zip(reference.workload.requests,
+                                                                     reference.outcomes, strict=True)
+                   if isinstance(result, Completion))
         encoded = sum(e.get("items", 0) for e in reference.observed if e.get("event") == "encoder")
         self.record.evidence["reference_media_items"] = {"sent": sent, "encoded": encoded}
         if encoded < sent:
