@@ -16,7 +16,7 @@ MODEL = "tiny-gemma4"
 
 def family(tmp_path_factory, name: str, faults: str, selection: str, module: str = "test_ragged_audio.py"):
     tmp = tmp_path_factory.mktemp(name)
-    records, out = run_scenarios(module, tmp, "-k", f"{MODEL} and ({selection})",
+    records, out = run_scenarios(module, tmp, "--model", MODEL, "-k", selection,
                                  f"--inject-faults={faults}")
     return records, out
 

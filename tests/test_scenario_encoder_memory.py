@@ -21,7 +21,7 @@ pytestmark = pytest.mark.engine
 @pytest.fixture(scope="module")
 def family(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("encoder")
-    records, out = run_scenarios("test_encoder_memory.py", tmp)
+    records, out = run_scenarios("test_encoder_memory.py", tmp, "--model", MODEL)
     return records, out, tmp / "run"
 
 

@@ -54,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="model matrix tier: cpu (tiny offline builds) or gpu (hub checkpoints)")
     g.addoption("--models-file", default=None,
                 help="model matrix TOML (default: models.toml at the repo root)")
+    g.addoption("--model", action="append", default=[], metavar="NAME",
+                help="run only this matrix entry, by its exact name (repeatable); -k matches "
+                     "substrings, so -k tiny-gemma4 also selects tiny-gemma4-awq")
     g.addoption("--engine-python", default=None,
                 help="interpreter (or venv) that runs the engine; default: the harness's own")
     g.addoption("--engine-url", default=None,
@@ -68,12 +71,20 @@ def pytest_configure(config: pytest.Config) -> None:
     tier = config.getoption("tier")
     try:
         config.stash[INTERPRETER] = EngineInterpreter(config.getoption("engine_python"), tier)
-        config.stash[MODELS] = models_for(tier, config.getoption("models_file"))
+        config.stash[MODELS] = _selected(models_for(tier, config.getoption("models_file")),
+                                         config.getoption("model"), tier)
         faults = [f for f in config.getoption("inject_faults").split(",") if f]
         config.stash[FAULT_ENV] = fault_env(*faults) if faults else {}
     except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[CURRENT] = None
+
+
+def _selected(entries: list[ModelEntry], names: list[str], tier: str) -> list[ModelEntry]:
+    unknown = sorted(set(names) - {e.name for e in entries})
+    if unknown:
+        raise ValueError(f"--model: no {tier}-tier entry named {unknown}; known: {[e.name for e in entries]}")
+    return [e for e in entries if not names or e.name in names]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
