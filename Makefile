@@ -19,6 +19,7 @@ setup:
 models: setup
 	$(VPY) -m fixtures.tiny_models build gemma4
 	$(VPY) -m fixtures.tiny_models build gemma3n
+	$(VPY) -m fixtures.tiny_models build gemma4-awq
 
 # A broken scenario module becomes an error record; the rest still run.
 run: setup models

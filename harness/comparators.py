@@ -116,3 +116,14 @@ def _logprob_moved(left: Greedy, right: Greedy, pos: int, token: int) -> tuple[f
     if x is None or y is None or abs(x - y) <= logprob_tolerance(x):
         return None
     return x, y
+
+
+def agree_within_top_k(reference: Greedy, engine: Greedy, *, labels: tuple[str, str] = ("reference", "engine"),
+                       top_k: int = TOP_K) -> Comparison:
+    """Agreement across stacks whose numerics differ by design (HF transformers
+    on a dequantized model against the engine on the quantized one, whose
+    kernels may round activations): token-equal, or at the first difference
+    each side's token is in the other's top-k. No margin and no logprob
+    tolerance: compare_greedy's other criteria are for one stack's noise."""
+    return compare_greedy(reference, engine, labels=labels, top_k=top_k, near_tie_nats=float("inf"),
+                          check_logprobs=False)

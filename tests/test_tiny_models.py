@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from fixtures import media
-from fixtures.tiny_models import KNOWN_ARCHS, build_tiny_model, full_recipe
+from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model, full_recipe
 from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
 from harness.comparators import compare_greedy
 
@@ -44,8 +44,9 @@ def _staging_dirs(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def model_dirs() -> dict[str, Path]:
-    """Each arch's model in the default cache (built on first use)."""
-    return {arch: build_tiny_model(arch) for arch in KNOWN_ARCHS}
+    """Each float arch's model in the default cache (built on first use); the
+    quantized archs have tests/test_tiny_models_awq.py."""
+    return {arch: build_tiny_model(arch) for arch in FLOAT_ARCHS}
 
 
 # ---------------------------------------------------------------- recipes and errors
@@ -194,7 +195,7 @@ def test_killed_build_leaves_no_entry_and_the_next_build_cleans_up(tmp_path):
 # ---------------------------------------------------------------- determinism and the CLI
 
 
-@pytest.mark.parametrize("arch", KNOWN_ARCHS)
+@pytest.mark.parametrize("arch", FLOAT_ARCHS)
 def test_same_recipe_and_seed_give_byte_identical_files(tmp_path, arch):
     first = build_tiny_model(arch, tmp_path / "first")
     second = build_tiny_model(arch, tmp_path / "second")
@@ -256,7 +257,7 @@ def test_models_load_with_the_hub_offline(model_dirs):
     assert result.stdout.split() == [name for arch in model_dirs for name in _PROCESSOR_AND_MODEL[arch]]
 
 
-@pytest.mark.parametrize("arch", KNOWN_ARCHS)
+@pytest.mark.parametrize("arch", FLOAT_ARCHS)
 def test_tokenizer_round_trips_text_and_keeps_the_gemma_id_layout(model_dirs, arch):
     from transformers import AutoTokenizer
 
@@ -277,7 +278,7 @@ def test_tokenizer_round_trips_text_and_keeps_the_gemma_id_layout(model_dirs, ar
         assert config["audio_config"]["vocab_offset"] + config["audio_config"]["vocab_size"] == len(tokenizer)
 
 
-@pytest.mark.parametrize("arch", KNOWN_ARCHS)
+@pytest.mark.parametrize("arch", FLOAT_ARCHS)
 def test_processor_applies_the_chat_template_to_audio_image_and_text(model_dirs, arch):
     from transformers import AutoProcessor
 
@@ -312,7 +313,7 @@ def test_processor_applies_the_chat_template_to_audio_image_and_text(model_dirs,
 # ---------------------------------------------------------------- the real engine
 
 
-@pytest.fixture(scope="module", params=KNOWN_ARCHS)
+@pytest.fixture(scope="module", params=FLOAT_ARCHS)
 def vllm_run(request, model_dirs, tmp_path_factory) -> dict:
     """One vLLM engine start for the arch; every prompt's record, as JSON."""
     arch = request.param
