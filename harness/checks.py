@@ -2,7 +2,7 @@
 cause and the input it concerns, so the report can say what broke and on what."""
 from __future__ import annotations
 
-from harness.comparators import compare_greedy
+from harness.comparators import agree_within_top_k, compare_greedy
 from harness.engines.base import Engine
 from harness.engines.results import Completion, EngineCrashed, Rejected, Result, cause_of
 from harness.verdicts import Cause, CheckFailure
@@ -30,6 +30,22 @@ def check_invariant(batched: Result, solo: Result, label: str, *, context: str =
     check_completed([batched, solo], [f"{label} ({context})", f"{label} (solo)"])
     cmp = compare_greedy(batched, solo, labels=(context, "solo"))
     evidence = {"input": label, context: batched.token_ids, "solo": solo.token_ids,
+                "comparison": cmp.message}
+    if not cmp.ok:
+        raise CheckFailure(Cause.MISMATCH, f"input {label}: {cmp.message}",
+                           divergence=cmp.divergence.to_dict() if cmp.divergence else None,
+                           evidence=evidence)
+    return evidence
+
+
+def check_agreement(engine: Result, reference: Result, label: str, *, labels: tuple[str, str]) -> dict:
+    """The engine's greedy output agrees with a reference from another stack
+    (HF transformers): token-equal, or at the first difference each side's
+    token is in the other's top-5. Logprobs are not held: the stacks'
+    kernels differ by design."""
+    check_completed([engine, reference], [f"{label} ({labels[1]})", f"{label} ({labels[0]})"])
+    cmp = agree_within_top_k(reference, engine, labels=labels)
+    evidence = {"input": label, labels[0]: reference.token_ids, labels[1]: engine.token_ids,
                 "comparison": cmp.message}
     if not cmp.ok:
         raise CheckFailure(Cause.MISMATCH, f"input {label}: {cmp.message}",

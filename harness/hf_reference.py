@@ -9,6 +9,7 @@ vLLM's chat renders it.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from harness.engines.base import Sampling
@@ -17,11 +18,19 @@ from harness.engines.results import Completion
 
 class HfReference:
     kind = "hf-transformers"
+    # What the record reads of an engine: no log of its own, and it cannot
+    # crash apart from the harness.
+    log_path = None
+    crashed = None
 
     def __init__(self, model_dir: str | Path, dtype: str = "float32"):
         import torch
+        import transformers
         from transformers import AutoModelForImageTextToText, AutoTokenizer
 
+        self.identity = {"distribution": "transformers", "version": transformers.__version__,
+                         "torch": torch.__version__, "device": "cpu", "python": sys.executable,
+                         "dtype": dtype}
         self.model_dir = Path(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.model = AutoModelForImageTextToText.from_pretrained(

@@ -9,6 +9,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fixtures.tiny_models.recipes import RECIPES
 from harness.card.profiles import UnknownCard, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +44,11 @@ class ModelEntry:
     def tiny_arch(self) -> str | None:
         """The fixture arch for a tiny offline build, None for a hub id."""
         return self.model[len(TINY_PREFIX):] if self.model.startswith(TINY_PREFIX) else None
+
+    @property
+    def quantized(self) -> bool:
+        """A tiny build whose recipe quantizes its weights."""
+        return self.tiny_arch is not None and "quantization" in RECIPES.get(self.tiny_arch, {})
 
     def has(self, modality: str) -> bool:
         return modality in self.modalities

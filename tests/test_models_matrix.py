@@ -64,3 +64,8 @@ def test_card_and_build_fields(tmp_path):
     (entry,) = models_for("cpu", p)
     assert entry.card == "L4-22G" and entry.build == {"audio_config": {"num_hidden_layers": 1}}
     assert {e.name: e.card for e in models_for("cpu")}["tiny-gemma4"] == "l4-22g"
+
+
+def test_quantized_entries_are_the_quantized_tiny_builds():
+    assert {e.name for e in models_for("cpu") if e.quantized} == {"tiny-gemma4-awq"}
+    assert not any(e.quantized for e in models_for("gpu"))  # hub checkpoints are not dequantized here

@@ -40,3 +40,15 @@ def test_bad_audio_durations_stop_before_any_engine(value, says, tmp_path):
     assert out.returncode == pytest.ExitCode.USAGE_ERROR, out.stdout[-2000:] + out.stderr[-2000:]
     assert says in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "run" / "engines").exists()
+
+
+def test_model_selects_entries_by_exact_name():
+    """--model tiny-gemma4 is that entry alone (-k would also take tiny-gemma4-awq);
+    an unknown name stops the run with the names it knows."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q",
+                          "--model", "tiny-gemma4"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    ids = [line for line in out.stdout.splitlines() if "::" in line]
+    assert ids and not any("awq" in i or "conformer" in i or "gemma3n" in i for i in ids), ids
+    bad = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", "--model", "nope"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == pytest.ExitCode.USAGE_ERROR and "no cpu-tier entry named ['nope']" in bad.stderr

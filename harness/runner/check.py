@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from harness.card.chunks import summary as chunk_summary
-from harness.checks import check_alive, check_completed, check_edge_outcome, check_invariant
+from harness.checks import (check_agreement, check_alive, check_completed, check_edge_outcome,
+                            check_invariant)
 from harness.engines.results import Completion
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
@@ -102,6 +103,13 @@ class Check:
         for label in run.labels:
             self.isolated(reference, label)
             check_invariant(run[label], reference[label], label, context=run.how)
+
+    def agrees(self, run: Run, reference: Run) -> None:
+        """Every request's greedy output in `run` agrees with `reference`,
+        another stack's (see harness.checks.check_agreement)."""
+        labels = (reference.how, run.how)
+        self.note({"agreement": [check_agreement(run[label], reference[label], label, labels=labels)
+                                 for label in run.labels]})
 
     def edge_outcome(self, run: Run, expect: str, reference: Run | None = None) -> None:
         """The single input of `run` got the outcome it must get (see

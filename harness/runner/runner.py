@@ -4,6 +4,8 @@ engines, names the scenario and attaches what happened to the checks.
 
     batch(workload)       every request in one generate call (offline engine)
     each_alone(workload)  each request alone: the references
+    dequantized_reference(workload)  a quantized build's reference: HF
+                          transformers on the model dequantized
     concurrent(workload)  every request at once over HTTP (server engine)
     one(workload)         a single request over HTTP (server engine)
 
@@ -13,6 +15,7 @@ nowhere else.
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from typing import Callable
 
@@ -76,6 +79,26 @@ class Runner:
         run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"),
                                        lambda e: [e.chat([with_uuids(c, f"{tag}-{i}")], sampling)[0]
                                                   for i, c in enumerate(_conversations(workload))])
+        self._on_run(run)
+        return run
+
+    def dequantized_reference(self, workload: Workload, sampling: Sampling) -> Run:
+        """The reference of a quantized build: HF transformers in this
+        process, on the model the harness dequantized from the packed
+        checkpoint (harness.dequantize), so it shares no code with the
+        engine's loader. Lazy, like each_alone."""
+        run = Run("hf-dequantized", workload)
+
+        def go(r: Run) -> None:
+            from harness.dequantize import dequantize_model
+            from harness.hf_reference import HfReference
+
+            use = EngineUse("hf-transformers", self.scenario(workload, "hf-dequantized"), self.entry)
+            with tempfile.TemporaryDirectory(prefix="mmh-dequantized-") as tmp:
+                use.engine = HfReference(dequantize_model(self.model, tmp))  # loaded: tmp may go
+            r._use, r._outcomes = use, use.engine.chat(_conversations(workload), sampling)
+
+        run._go = go
         self._on_run(run)
         return run
 
