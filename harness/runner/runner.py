@@ -9,8 +9,8 @@ engines, names the scenario and attaches what happened to the checks.
     concurrent(workload)  every request at once over HTTP (server engine)
     one(workload)         a single request over HTTP (server engine)
 
-Which engine computes a reference is decided here, in `each_alone`, and
-nowhere else.
+Which engine computes a reference is decided here, in `each_alone` and
+`dequantized_reference`, and nowhere else.
 """
 from __future__ import annotations
 
