@@ -92,7 +92,7 @@ def test_gpu_tier_without_a_card_fails_the_family_with_the_reason(tmp_path):
     """Without NVML the GPU tier cannot set up its card, and the family's
     checks fail (not skip) saying why."""
     records, out = run_scenarios("test_encoder_memory.py", tmp_path, "--tier", "gpu",
-                                 "-k", "encoder_chunked or chunk_from_free")
+                                 "--model", "gemma-4-e2b", "-k", "encoder_chunked or chunk_from_free")
     assert out.returncode == 1
     assert records and {(r.verdict, r.cause) for k, r in records.items() if k.startswith("test_")} == \
         {("fail", "premise")}

