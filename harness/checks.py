@@ -28,14 +28,8 @@ def check_completed(results: list[Result], labels: list[str]) -> list[Completion
 def check_invariant(batched: Result, solo: Result, label: str, *, context: str = "batch") -> dict:
     """A clip's output in a batch equals its output alone (within near-ties)."""
     check_completed([batched, solo], [f"{label} ({context})", f"{label} (solo)"])
-    cmp = compare_greedy(batched, solo, labels=(context, "solo"))
-    evidence = {"input": label, context: batched.token_ids, "solo": solo.token_ids,
-                "comparison": cmp.message}
-    if not cmp.ok:
-        raise CheckFailure(Cause.MISMATCH, f"input {label}: {cmp.message}",
-                           divergence=cmp.divergence.to_dict() if cmp.divergence else None,
-                           evidence=evidence)
-    return evidence
+    return _held(compare_greedy(batched, solo, labels=(context, "solo")), label,
+                 {context: batched.token_ids, "solo": solo.token_ids})
 
 
 def check_agreement(engine: Result, reference: Result, label: str, *, labels: tuple[str, str]) -> dict:
@@ -44,9 +38,13 @@ def check_agreement(engine: Result, reference: Result, label: str, *, labels: tu
     token is in the other's top-5. Logprobs are not held: the stacks'
     kernels differ by design."""
     check_completed([engine, reference], [f"{label} ({labels[1]})", f"{label} ({labels[0]})"])
-    cmp = agree_within_top_k(reference, engine, labels=labels)
-    evidence = {"input": label, labels[0]: reference.token_ids, labels[1]: engine.token_ids,
-                "comparison": cmp.message}
+    return _held(agree_within_top_k(reference, engine, labels=labels), label,
+                 {labels[0]: reference.token_ids, labels[1]: engine.token_ids})
+
+
+def _held(cmp, label: str, tokens: dict) -> dict:
+    """The comparison's evidence, or CheckFailure(MISMATCH) naming the input."""
+    evidence = {"input": label, **tokens, "comparison": cmp.message}
     if not cmp.ok:
         raise CheckFailure(Cause.MISMATCH, f"input {label}: {cmp.message}",
                            divergence=cmp.divergence.to_dict() if cmp.divergence else None,
