@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.comparators import agree_within_top_k, compare_greedy
 from harness.engines.base import Engine
-from harness.engines.results import Completion, EngineCrashed, Rejected, Result, cause_of
+from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result, cause_of
 from harness.verdicts import Cause, CheckFailure
 
 
@@ -15,12 +15,20 @@ def _evidence(result: Result) -> dict:
     return d
 
 
+def _describe(result: Result) -> str:
+    """What went wrong with a request, in words: never a repr."""
+    if isinstance(result, RequestTimedOut):
+        return f"no answer within {result.seconds} s"
+    if isinstance(result, Rejected):
+        return result.message or f"HTTP {result.status} with no message"
+    return result.detail or result.cause.value
+
+
 def check_completed(results: list[Result], labels: list[str]) -> list[Completion]:
     """Every request got an answer; the first that did not names its input."""
     for result, label in zip(results, labels, strict=True):
         if not isinstance(result, Completion):
-            detail = getattr(result, "detail", None) or getattr(result, "message", "") or str(result)
-            raise CheckFailure(cause_of(result), f"input {label}: no answer: {detail}",
+            raise CheckFailure(cause_of(result), f"input {label}: no answer: {_describe(result)}",
                                evidence={"input": label, "result": _evidence(result)})
     return results
 
@@ -75,7 +83,7 @@ def check_edge_outcome(result: Result, label: str, expect: str, reference: Resul
         return evidence
     if refused and expect != ANSWER:
         return evidence | {"outcome": f"rejected {result.status}", "message": result.message}
-    why = "a valid input refused" if refused else getattr(result, "message", "") or result
+    why = "a valid input refused" if refused else _describe(result)
     raise CheckFailure(cause_of(result) or Cause.HTTP_4XX, f"input {label}: {why}", evidence=evidence)
 
 

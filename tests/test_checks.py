@@ -230,3 +230,10 @@ def test_answered_references_served_from_a_cache_still_fail_the_premise():
     with pytest.raises(CheckFailure) as info:
         _isolated(reference, "clip-3.5s")
     assert info.value.cause == Cause.PREMISE and "encoded 1 of the 2" in info.value.message
+
+
+def test_a_crash_on_an_edge_input_is_told_in_words_not_as_a_repr():
+    crash = EngineCrashed(DetailedCause(Cause.PYTHON_EXCEPTION, "RuntimeError: mat1 must be contiguous"))
+    with pytest.raises(CheckFailure) as e:
+        check_edge_outcome(crash, "silence", "answer")
+    assert e.value.message == "input silence: python-exception: RuntimeError: mat1 must be contiguous"
