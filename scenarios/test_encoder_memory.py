@@ -94,8 +94,8 @@ def test_all_answered_without_oom(on_card, card, check):
 def test_encoder_chunked_on_card(on_card, card, check):
     """The premise of the family, observed in the engine: on the card the
     encoder went through a batch in more than one pass. Each memory answer
-    and the chunks made of it are in the record. Fails on a card with room
-    for everything (tests/test_mutations.py runs the batch with no card)."""
+    and the chunks made of it are in the record. Shown to fail by a batch
+    that went through in one pass (crafted events, tests/test_card_chunks.py)."""
     card.require()
     run, _ = on_card
     check.completed(run)

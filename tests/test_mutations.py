@@ -47,7 +47,7 @@ def ragged_raise(tmp_path_factory):
 def encoder_faults(tmp_path_factory):
     return family(tmp_path_factory, "encoder", "chunk-from-total,vision-chunk-leak",
                   "chunk_from_free or chunk_boundary_invariance and (chunk1 or chunk3) "
-                  "or ragged_video_invariance", module="test_encoder_memory.py")
+                  "or ragged_video_invariance or batch_invariance_on_card", module="test_encoder_memory.py")
 
 
 def test_mutation_padding_leak_fails_batch_invariance_with_mismatch(leak_cache_8khz):
@@ -91,7 +91,7 @@ def test_mutation_total_passed_as_free_fails_the_call_site_check(encoder_faults)
                   "over-budget: chunk sized from total memory, not free", "passed the total")
 
 
-def test_mutation_vision_chunk_leak_fails_chunk_boundary_and_ragged_video_invariance(encoder_faults):
+def test_mutation_vision_chunk_leak_fails_every_vision_invariance(encoder_faults):
     """Items after a pass's first are perturbed, on every engine. Chunks of
     three put single-image prompts behind another image: they fail. Chunks
     of one leave every item first in its pass, so only prompts whose
@@ -100,8 +100,10 @@ def test_mutation_vision_chunk_leak_fails_chunk_boundary_and_ragged_video_invari
     alone."""
     records, _ = encoder_faults
     verdicts = {k: (r.verdict, r.cause) for k, r in records.items()
-                if k.startswith(("test_chunk_boundary_invariance", "test_ragged_video_invariance"))}
-    assert verdicts == {f"test_chunk_boundary_invariance[chunk1-{MODEL}]": ("fail", "mismatch"),
+                if k.startswith(("test_chunk_boundary_invariance", "test_ragged_video_invariance",
+                                 "test_batch_invariance_on_card"))}
+    assert verdicts == {f"test_batch_invariance_on_card[{MODEL}]": ("fail", "mismatch"),
+                        f"test_chunk_boundary_invariance[chunk1-{MODEL}]": ("fail", "mismatch"),
                         f"test_chunk_boundary_invariance[chunk3-{MODEL}]": ("fail", "mismatch"),
                         f"test_ragged_video_invariance[{MODEL}]": ("fail", "mismatch")}
     assert "single-" in records[f"test_chunk_boundary_invariance[chunk3-{MODEL}]"].message
