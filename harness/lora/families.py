@@ -1,0 +1,75 @@
+"""The module families a LoRA adapter can target, named as a report says them.
+
+A family is one kind of linear layer in one part of the model: the vision
+tower's q projections, the language model's MLP up projections, the vision
+connector. A probe adapter targets exactly one family, so that a probe that
+changes nothing names the family the engine silently ignored.
+
+Each family knows its modules by two names: the HF checkpoint's (what peft
+targets when it crafts an adapter) and vLLM's (what the engine wraps with
+LoRA, after its checkpoint-prefix mapping and its packing of q/k/v and
+gate/up into one layer). Gemma4 and Gemma3n spellings; a family whose HF
+pattern matches no module of a base model is absent from it (the tiny
+Gemma4's audio tower has no attention or MLP without a conformer layer).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PROJECTIONS = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
+               "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
+               "down": "mlp.down_proj"}
+# vLLM packs these into one layer in the language model (packed_modules_mapping).
+PACKED = {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "gate": "gate_up_proj",
+          "up": "gate_up_proj"}
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str          # "vision.q", "language.down", "connector.vision"
+    part: str          # language | vision | audio | connector
+    modality: str      # the input whose output the family changes: text, image, audio
+    hf_pattern: str    # full-match regex over HF module names (peft target_modules)
+    vllm_pattern: str  # full-match regex over vLLM module names
+
+    def hf_modules(self, names) -> list[str]:
+        return [n for n in names if re.fullmatch(self.hf_pattern, n)]
+
+
+def _tower(part: str, modality: str, prefix: str) -> list[Family]:
+    # Gemma4's towers wrap each projection as `<proj>.linear` (a clippable linear).
+    return [Family(f"{part}.{short}", part, modality,
+                   rf"model\.{prefix}\.(?:.+\.)?layers\.\d+\.{re.escape(proj)}(?:\.linear)?",
+                   rf"{prefix}\.(?:.+\.)?layers\.\d+\.{re.escape(proj)}(?:\.linear)?")
+            for short, proj in PROJECTIONS.items()]
+
+
+def _language() -> list[Family]:
+    return [Family(f"language.{short}", "language", "text",
+                   rf"model\.language_model\.layers\.\d+\.{re.escape(proj)}",
+                   rf"language_model\.model\.layers\.\d+\."
+                   rf"{re.escape(proj.rsplit('.', 1)[0] + '.' + PACKED.get(short, proj.rsplit('.', 1)[1]))}")
+            for short, proj in PROJECTIONS.items()]
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in [
+    *_language(),
+    *_tower("vision", "image", "vision_tower"),
+    *_tower("audio", "audio", "audio_tower"),
+    Family("connector.vision", "connector", "image", r"model\.embed_vision\.embedding_projection",
+           r"embed_vision\.embedding_projection"),
+    Family("connector.audio", "connector", "audio", r"model\.embed_audio\.embedding_projection",
+           r"embed_audio\.embedding_projection"),
+]}
+
+
+def family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown module family {name!r}; known: {sorted(FAMILIES)}") from None
+
+
+def of_part(part: str) -> list[Family]:
+    return [f for f in FAMILIES.values() if f.part == part]
