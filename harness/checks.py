@@ -33,11 +33,13 @@ def check_completed(results: list[Result], labels: list[str]) -> list[Completion
     return results
 
 
-def check_invariant(batched: Result, solo: Result, label: str, *, context: str = "batch") -> dict:
-    """A clip's output in a batch equals its output alone (within near-ties)."""
-    check_completed([batched, solo], [f"{label} ({context})", f"{label} (solo)"])
-    return _held(compare_greedy(batched, solo, labels=(context, "solo")), label,
-                 {context: batched.token_ids, "solo": solo.token_ids})
+def check_invariant(batched: Result, solo: Result, label: str, *, context: str = "batch",
+                    reference: str = "solo") -> dict:
+    """A clip's output in a batch equals its output alone (within near-ties);
+    `reference` names the side it is held to (solo, TP 1)."""
+    check_completed([batched, solo], [f"{label} ({context})", f"{label} ({reference})"])
+    return _held(compare_greedy(batched, solo, labels=(context, reference)), label,
+                 {context: batched.token_ids, reference: solo.token_ids})
 
 
 def check_agreement(engine: Result, reference: Result, label: str, *, labels: tuple[str, str]) -> dict:

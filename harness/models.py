@@ -17,7 +17,8 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora")
+LORA_KEYS = ("published",)
 TINY_PREFIX = "tiny:"
 
 
@@ -39,6 +40,9 @@ class ModelEntry:
     card: str | None = None
     # Tiny builds only: values merged into the recipe (fixtures.tiny_models).
     build: dict = field(default_factory=dict, hash=False)
+    # The LoRA family runs for entries that have this table (crafted adapters);
+    # `published`: adapters by hub id or path (GPU tier), beside the crafted.
+    lora: dict | None = field(default=None, hash=False)
 
     @property
     def tiny_arch(self) -> str | None:
@@ -80,11 +84,17 @@ def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
             get_profile(card)
         except (UnknownCard, AttributeError) as e:
             raise ModelMatrixError(f"{label}: card: {e}") from None
+    lora = raw.get("lora")
+    if lora is not None and not (isinstance(lora, dict) and set(lora) <= set(LORA_KEYS)
+                                 and all(isinstance(a, str) for a in lora.get("published", []))):
+        raise ModelMatrixError(f"{label}: lora must be a table with only {list(LORA_KEYS)} "
+                               f"(a list of adapter hub ids or paths), got {lora!r}")
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
                       modalities=frozenset(mods), engine_args=dict(raw["engine_args"]),
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
-                      card=card, build=dict(raw.get("build", {})))
+                      card=card, build=dict(raw.get("build", {})),
+                      lora=None if lora is None else dict(lora))
 
 
 def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:

@@ -16,6 +16,9 @@ class Verdict(str, enum.Enum):
     ERROR = "error"
     SKIP = "skip"
     KNOWN_ISSUE = "known issue"
+    # The engine says it does not serve what the check needs (LoRA for this
+    # model, a target module): reported with the engine's message, not failed.
+    UNSUPPORTED = "unsupported"
 
 
 class Cause(str, enum.Enum):
@@ -34,6 +37,10 @@ class Cause(str, enum.Enum):
     OVER_BUDGET = "over-budget"
     # The engine answered an input it must refuse, or made more of it than allowed.
     WRONG_OUTCOME = "wrong-outcome"
+    # An adapter ran and changed nothing it targets (a module silently not wrapped).
+    NO_EFFECT = "no-effect"
+    # The engine refused a feature or input outright, with its message.
+    NOT_SUPPORTED = "not-supported"
     HARNESS = "harness"
     ASSERTION = "assertion"
 
@@ -86,4 +93,16 @@ class CheckFailure(AssertionError):
         self.cause = cause
         self.message = message
         self.divergence = divergence
+        self.evidence = evidence or {}
+
+
+class Unsupported(Exception):
+    """The engine does not serve what this check needs, and said so: the
+    check's verdict is UNSUPPORTED, its cause `not-supported: <engine's
+    message>`. Raised only on the engine's own refusal, never as a guess."""
+
+    def __init__(self, message: str, *, evidence: dict | None = None):
+        super().__init__(message)
+        self.cause = DetailedCause(Cause.NOT_SUPPORTED, message)
+        self.message = message
         self.evidence = evidence or {}

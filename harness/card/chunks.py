@@ -180,3 +180,26 @@ def check_transient_within_budget(rows: list[dict], what: str) -> None:
             f"{what}: a {r['modality']} pass of {r['items']} items took {r['transient_bytes'] / MiB:.1f} MiB, "
             f"over the {r['budget_bytes'] / MiB:.1f} MiB budget stated for it ({len(over)} passes over)",
             evidence={"over": over[:10]})
+
+
+def check_passes_within_stated_chunk(events: list[dict], free: int, total: int, chunk_for, what: str) -> dict:
+    """Every vision pass holds no more items than `chunk_for(patches per
+    item, free, total)` (the engine's own chunk function) allows on this
+    card: where the engine skips its chunking (Gemma4 under tower LoRA),
+    its low-free-memory protection is off, and this says by how much."""
+    found = decisions(events)
+    _require(found, what)
+    rows = [{"items": p["items"], "patches": p["patches"], "allowed": chunk_for(p["patches"], free, total)}
+            for d in found for p in d.passes]
+    evidence = {"passes": rows, "chunk_decisions": [d.describe() for d in found],
+                "memory_queries": sum(1 for d in found if d.free is not None)}
+    over = [r for r in rows if r["items"] > max(1, r["allowed"])]
+    if over:
+        r = over[0]
+        raise CheckFailure(
+            DetailedCause(Cause.OVER_BUDGET, "encoder pass over the chunk stated for free memory"),
+            f"{what}: a vision pass held {r['items']} items of {r['patches']} patches; the engine's own "
+            f"chunk function allows {r['allowed']} with free {free / MiB:.1f} MiB of {total / MiB:.1f} MiB "
+            f"({len(over)} of {len(rows)} passes over; {evidence['memory_queries']} memory queries asked)",
+            evidence=evidence)
+    return evidence

@@ -67,6 +67,13 @@ def encoder_scale(model_dir: str | Path) -> float:
     return min(1.0, patches * positions / (REFERENCE_PATCHES_PER_ITEM * REFERENCE_POSITION_EMBEDDINGS))
 
 
+def vision_position_embeddings(model_dir: str | Path) -> int:
+    """The vision tower's position-embedding size (what its chunk function
+    takes), from a local checkpoint's config.json."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return int(config["vision_config"]["position_embedding_size"])
+
+
 def card_answer(profile: CardProfile, scale: float = 1.0) -> MemoryAnswer:
     """The card after its model loaded: its typical free figure and its
     capacity, times the scale."""

@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass
 
 import pytest
 
+from harness.budget_probe import load_gemma4_encoder_chunk
 from harness.card import ballast as ballast_mod
 from harness.card.capacity import check_within_budget, engine_peak
-from harness.card.emulation import MemoryAnswer, card_answer, encoder_scale
+from harness.card.emulation import MemoryAnswer, card_answer, encoder_scale, vision_position_embeddings
 from harness.card.profiles import CardProfile, UnknownCard, after_load_record, get_profile, gpu_memory_utilization
 from harness.results.record import CheckRecord
 from harness.samplers import SamplerResult, used_key
@@ -75,6 +76,16 @@ class Card:
                 "how": "ballast on the device" if self.emulating else "emulated memory query",
                 "memory_query": self.answer.describe() if self.answer else None,
                 "scale": self.answer.scale if self.answer else None}
+
+    def stated_chunk(self, model_dir: str, engine_python: str):
+        """(patches, free, total) -> the chunk the engine's own Gemma4 chunk
+        function states, with the model's position-embedding size; skips
+        saying why where that function cannot be loaded here."""
+        fn, source = load_gemma4_encoder_chunk(engine_python)
+        if fn is None:
+            pytest.skip(f"the engine's chunk function: {source}")
+        positions = vision_position_embeddings(model_dir)
+        return lambda patches, free, total: int(fn(patches, free, total, positions))
 
     def check_peak(self, window: SamplerResult | None) -> dict:
         """The engine's peak in this memory window (NVML per process, or

@@ -69,6 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modality(name): run only for models with this modality")
     config.addinivalue_line("markers", "quantized: run only for the tier's quantized tiny builds")
+    config.addinivalue_line("markers", "lora: run only for entries with a `lora` table in the matrix")
     tier = config.getoption("tier")
     try:
         config.stash[INTERPRETER] = EngineInterpreter(config.getoption("engine_python"), tier)
@@ -93,8 +94,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marker = metafunc.definition.get_closest_marker("modality")
     quantized = metafunc.definition.get_closest_marker("quantized") is not None
+    lora = metafunc.definition.get_closest_marker("lora") is not None
     entries = [e for e in metafunc.config.stash[MODELS] if (marker is None or e.has(marker.args[0]))
-               and (e.quantized or not quantized)]
+               and (e.quantized or not quantized) and (e.lora is not None or not lora)]
     metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
 
 

@@ -35,7 +35,7 @@ from harness.results.known_issues import KnownIssue, KnownIssuesError, apply_kno
 from harness.results.log_tail import log_tail
 from harness.results.record import CheckRecord, json_safe
 from harness.results.store import RecordWriter, write_json_atomic
-from harness.verdicts import Cause, CheckFailure, Verdict
+from harness.verdicts import Cause, CheckFailure, Unsupported, Verdict
 
 
 @dataclasses.dataclass
@@ -183,6 +183,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         _close(item.config, record, item)
         if record.verdict == Verdict.KNOWN_ISSUE.value and report.failed:
             _as_expected_failure(report, record)
+        elif record.verdict == Verdict.UNSUPPORTED.value and report.failed:
+            _as_unsupported(report, record)
     if call.when == "teardown":
         _write(item.config, record)
     return report
@@ -210,6 +212,11 @@ def _fold_phase(record: CheckRecord, report: pytest.TestReport, call: pytest.Cal
             f"{call.when}: {_exception_text(call)}")
         return
     error = call.excinfo.value if call.excinfo else None
+    if isinstance(error, Unsupported):
+        record.verdict = Verdict.UNSUPPORTED.value
+        record.cause, record.message = error.cause, error.message
+        record.evidence.update(json_safe(error.evidence))
+        return
     if isinstance(error, CheckFailure):
         record.verdict = Verdict.ERROR.value if call.when == "setup" else Verdict.FAIL.value
         record.cause, record.message = error.cause, error.message
@@ -236,6 +243,12 @@ def _skip_reason(report: pytest.TestReport) -> str:
     if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     return str(report.longrepr or "")
+
+
+def _as_unsupported(report: pytest.TestReport, record: CheckRecord) -> None:
+    """Not a failure for pytest either: a skip whose reason is the engine's."""
+    report.outcome = "skipped"
+    report.longrepr = (str(report.location[0]), report.location[1] or 0, f"{record.cause}")
 
 
 def _as_expected_failure(report: pytest.TestReport, record: CheckRecord) -> None:

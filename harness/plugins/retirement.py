@@ -15,33 +15,43 @@ class LastCheck:
     model: str | None = None
 
 
+# Module-scoped parameters besides the model whose values need engines of
+# their own: a family's TP sizes. Each value's engines are retired when its
+# checks are done, so a TP 2 engine never shares memory with TP 1's.
+ENGINE_PARAMS = ("tp",)
+
+
 def _model(item: pytest.Item) -> str | None:
     entry = getattr(item, "callspec", None) and item.callspec.params.get("model_entry")
     return getattr(entry, "name", None)
 
 
+def _group(item: pytest.Item) -> tuple:
+    params = getattr(item, "callspec", None) and item.callspec.params or {}
+    return (_model(item), *(params.get(p) for p in ENGINE_PARAMS))
+
+
 def group_by_model(items: list[pytest.Item]) -> list[pytest.Item]:
-    """A stable regrouping: each module's checks, its models in the order
-    they first appear. A module's checks stay together and in their order."""
+    """A stable regrouping: each module's checks, its models (and their
+    engine parameters) in the order they first appear. A module's checks
+    stay together and in their order."""
     modules: dict[str, dict[str | None, list[pytest.Item]]] = {}
     for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], {}).setdefault(_model(item), []).append(item)
+        modules.setdefault(item.nodeid.split("::", 1)[0], {}).setdefault(_group(item), []).append(item)
     return [item for models in modules.values() for group in models.values() for item in group]
 
 
 def last_checks(items: list[pytest.Item]) -> dict[str, LastCheck]:
     """node id → what ends after it, for the checks after which something ends."""
     ends: dict[str, LastCheck] = {}
-    seen: set[tuple[str, str | None]] = set()
+    seen: set[tuple] = set()
     modules_seen: set[str] = set()
     for item in reversed(items):
-        module, model = item.nodeid.split("::", 1)[0], _model(item)
+        module, model, group = item.nodeid.split("::", 1)[0], _model(item), _group(item)
         if module not in modules_seen:
             modules_seen.add(module)
-            seen.add((module, model))
             ends[item.nodeid] = LastCheck(module=True)
-        elif model is not None and (module, model) not in seen:
-            seen.add((module, model))
+        elif model is not None and (module, group) not in seen:
             ends[item.nodeid] = LastCheck(model=model)
-        seen.add((module, model))
+        seen.add((module, group))
     return ends

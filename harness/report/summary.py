@@ -8,7 +8,8 @@ from typing import TextIO
 from harness.results.run import RunResults
 from harness.verdicts import Verdict
 
-ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.KNOWN_ISSUE, Verdict.SKIP, Verdict.PASS)
+ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.KNOWN_ISSUE, Verdict.UNSUPPORTED, Verdict.SKIP,
+         Verdict.PASS)
 
 
 def summary_line(results: RunResults) -> str:

@@ -9,6 +9,7 @@ from harness.card.chunks import summary as chunk_summary
 from harness.checks import (check_agreement, check_alive, check_completed, check_edge_outcome,
                             check_invariant)
 from harness.engines.results import Completion
+from harness.lora.effects import shows_adapter
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
 from harness.verdicts import Cause, CheckFailure
@@ -103,6 +104,50 @@ class Check:
         for label in run.labels:
             self.isolated(reference, label)
             check_invariant(run[label], reference[label], label, context=run.how)
+
+    def lora(self, **context) -> None:
+        """The record's LoRA context: adapters, their targets, TP size, the
+        engine's LoRA settings; shown with the check's parameters."""
+        self.record.params.update(json_safe(context))
+
+    def adapters_in_one_step(self, run: Run) -> None:
+        """The premise of a mixed batch, as the engine recorded it: one step
+        held every prompt of the run in prefill, each under the adapter it
+        asked for (base requests under none)."""
+        self.completed(run)
+        steps = [e for e in self._observed(run) if e.get("event") == "step"]
+        want = sorted(r.adapter.name if r.adapter else "base" for r in run.workload.requests)
+        seen = []
+        for step in steps:
+            prefill = {rid for rid, t in step.get("tokens", {}).items() if t > 1}
+            names = sorted((step.get("loras") or {}).get(rid) or "base" for rid in prefill)
+            seen.append(names)
+            if names == want:
+                self.note({"one_step_adapters": names})
+                return
+        raise CheckFailure(Cause.PREMISE, f"no step held the {len(want)} prompts under their adapters "
+                           f"{want}: adapters of the prompts in prefill per step {seen}")
+
+    def rows_as_solo(self, run: Run, reference: Run, crossed: Run | None = None) -> None:
+        """Every request's output in a mixed run equals its solo output. A
+        row that does not is told with the adapter whose solo output it
+        equals, when it equals one (a base row that ran under an adapter):
+        `crossed` holds each row's input alone under every adapter, labelled
+        "<row>~<adapter>", and is read only when a row fails."""
+        self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
+        for label in run.labels:
+            self.isolated(reference, label)
+            try:
+                check_invariant(run[label], reference[label], label, context=run.how)
+            except CheckFailure as failure:
+                solos = {} if crossed is None else {
+                    c.split("~", 1)[1]: crossed[c] for c in crossed.labels if c.startswith(f"{label}~")}
+                wearing = shows_adapter(run[label], solos)
+                if wearing:
+                    failure.message += f"; it equals the solo output under {wearing}"
+                    failure.evidence["ran_as"] = wearing
+                    failure.args = (f"[{failure.cause.value}] {failure.message}",)
+                raise
 
     def agrees(self, run: Run, reference: Run) -> None:
         """Every request's greedy output in `run` agrees with `reference`,

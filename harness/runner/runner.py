@@ -2,10 +2,12 @@
 `vllm_runner`: the scenario says what to send and how, the runner owns the
 engines, names the scenario and attaches what happened to the checks.
 
-    batch(workload)       every request in one generate call (offline engine)
+    batch(workload)       every request in one generate call (offline engine);
+                          each request under its own LoRA adapter, if it has one
     each_alone(workload)  each request alone: the references
     dequantized_reference(workload)  a quantized build's reference: HF
                           transformers on the model dequantized
+    hf_reference(workload)  HF transformers (+ peft for a request's adapter)
     concurrent(workload)  every request at once over HTTP (server engine)
     one(workload)         a single request over HTTP (server engine)
 
@@ -22,12 +24,13 @@ from typing import Callable
 import pytest
 
 from harness.engines.base import Sampling
+from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
 from harness.engines.pool import EnginePool
 from harness.engines.results import EngineStartupFailed
 from harness.models import ModelEntry
 from harness.runner.run import EngineUse, Run
 from harness.verdicts import CheckFailure
-from harness.workloads.chat import with_uuids
+from harness.workloads.chat import with_content_uuids, with_uuids
 from harness.workloads.request import Workload
 
 # A reference engine keeps nothing from one request for the next.
@@ -50,18 +53,22 @@ class Runner:
 
     # --- the four ways to run ---------------------------------------------
     def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
-              steer: dict | None = None) -> Run:
+              steer: dict | None = None, media_names: str | None = None) -> Run:
         """Every request in one generate call. Media are renamed afresh for
         the call, so no cache left by an earlier run on the engine serves it.
         `steer`: the engine's memory answer and chunk size for this run
-        (harness.engines.control)."""
+        (harness.engines.control). `media_names`: name media by this tag and
+        their content instead, the same in every batch given the same tag,
+        so that a later batch is served from the caches an earlier one left
+        (what a cache check needs)."""
         use = self._use("offline", workload, engine_args)
         tag = f"mmh-batch-{uuid.uuid4().hex[:12]}"
+        convs = ([with_content_uuids(c, media_names) for c in _conversations(workload)] if media_names
+                 else [with_uuids(c, f"{tag}-{i}") for i, c in enumerate(_conversations(workload))])
 
         def send(engine):
             with engine.control.steering(**(steer or {})):
-                return engine.chat([with_uuids(c, f"{tag}-{i}")
-                                    for i, c in enumerate(_conversations(workload))], sampling)
+                return engine.chat(convs, sampling, adapters=workload.adapters)
         return self._run("batch", workload, use, send)
 
     def each_alone(self, workload: Workload, sampling: Sampling, *,
@@ -77,8 +84,9 @@ class Runner:
         tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
         run = Run("each_alone", workload)
         run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"),
-                                       lambda e: [e.chat([with_uuids(c, f"{tag}-{i}")], sampling)[0]
-                                                  for i, c in enumerate(_conversations(workload))])
+                                       lambda e: [e.chat([with_uuids(q.conversation, f"{tag}-{i}")], sampling,
+                                                         adapters=[q.adapter] if q.adapter else None)[0]
+                                                  for i, q in enumerate(workload.requests)])
         self._on_run(run)
         return run
 
@@ -102,15 +110,40 @@ class Runner:
         self._on_run(run)
         return run
 
-    def concurrent(self, workload: Workload, sampling: Sampling) -> Run:
-        use = self._use("server", workload, None)
-        return self._run("concurrent", workload, use, lambda e: e.chat(_conversations(workload), sampling))
+    def hf_reference(self, workload: Workload, sampling: Sampling) -> Run:
+        """HF transformers in this process on the same checkpoint, with peft
+        loading each request's adapter: the reference another stack gives.
+        Media are fed as the harness built them, so no engine cache is
+        involved. Lazy, like each_alone."""
+        run = Run("hf-peft", workload)
 
-    def one(self, workload: Workload, sampling: Sampling) -> Run:
+        def go(r: Run) -> None:
+            from harness.hf_reference import HfReference
+
+            use = EngineUse("hf-transformers", self.scenario(workload, "hf-peft"), self.entry)
+            outcomes = {}
+            for adapter in dict.fromkeys(q.adapter for q in workload.requests):
+                use.engine = HfReference(self.model, adapter=adapter.path if adapter else None)
+                for i, q in enumerate(workload.requests):
+                    if q.adapter == adapter:
+                        outcomes[i] = use.engine.chat([q.conversation], sampling)[0]
+            r._use, r._outcomes = use, [outcomes[i] for i in range(len(workload.requests))]
+
+        run._go = go
+        self._on_run(run)
+        return run
+
+    def concurrent(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None) -> Run:
+        """Every request at once over HTTP; a request's adapter is the model it names."""
+        use = self._use("server", workload, engine_args)
+        return self._run("concurrent", workload, use,
+                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters))
+
+    def one(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None) -> Run:
         if len(workload.requests) != 1:
             raise ValueError(f"one() takes a single request, got {len(workload.requests)}")
-        return self._run("one", workload, self._use("server", workload, None),
-                         lambda e: e.chat(_conversations(workload), sampling))
+        return self._run("one", workload, self._use("server", workload, engine_args),
+                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters))
 
     # --- engines -------------------------------------------------------------
     def scenario(self, workload: Workload, role: str = "") -> str:
@@ -129,10 +162,16 @@ class Runner:
         return self._uses[key]
 
     def _open(self, kind: str, scenario: str, args: dict) -> EngineUse:
+        tp = tensor_parallel(args)
+        try:  # a TP size this machine cannot host is skipped, saying why
+            heads_divide(self.model, tp)
+            env = {**self.env, **placement(tp, self.entry.tier)}
+        except NotHostable as e:
+            pytest.skip(str(e))
         use = EngineUse(kind, scenario, self.entry)
         try:
             use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
-                                       name=self.entry.name, env=self.env)
+                                       name=self.entry.name, env=env)
         except EngineStartupFailed as e:
             use.failure = CheckFailure(e.crash.cause, f"{kind} engine for {self.entry.name} did not "
                                        f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict()})

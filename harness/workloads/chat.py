@@ -7,7 +7,9 @@ the offline engine and from the server come from the same prompt.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
 
 import numpy as np
 
@@ -73,3 +75,21 @@ def with_uuids(conversation: list[dict], tag: str) -> list[dict]:
             message = {**message, "content": parts}
         out.append(message)
     return out
+
+
+def with_content_uuids(conversation: list[dict], tag: str) -> list[dict]:
+    """Every media part named `tag-<hash of its content>`: the same media get
+    the same name under the same tag, in any request and any batch."""
+    out = []
+    for message in conversation:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [{**p, "uuid": f"{tag}-{_digest(p)}"}
+                       if isinstance(p, dict) and p.get("type") in MEDIA_PARTS else p for p in content]
+            message = {**message, "content": content}
+        out.append(message)
+    return out
+
+
+def _digest(part: dict) -> str:
+    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]

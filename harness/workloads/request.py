@@ -16,6 +16,8 @@ class Request:
     facts: dict = field(default_factory=dict)
     # The media it was made from (a Clip, say), for premise guards; never recorded.
     source: object = field(default=None, repr=False, compare=False)
+    # The LoRA adapter it runs under (harness.engines.base.LoraAdapter); None: the base model.
+    adapter: object = None
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,13 @@ class Workload:
     @property
     def labels(self) -> list[str]:
         return [r.label for r in self.requests]
+
+    @property
+    def adapters(self) -> list | None:
+        """One adapter (or None) per request; None when no request has one,
+        so a workload without LoRA is sent as it always was."""
+        adapters = [r.adapter for r in self.requests]
+        return adapters if any(adapters) else None
 
     def only(self, *labels: str) -> "Workload":
         """The same workload reduced to these requests (for references)."""

@@ -1,0 +1,65 @@
+"""Where a tensor-parallel engine runs, or why this machine cannot host it.
+
+GPU tier: TP n needs n GPUs. CPU tier: vLLM's CPU backend runs one rank per
+OpenMP thread group, `VLLM_CPU_OMP_THREADS_BIND` gives each rank its cores
+("0|1" for two ranks on two cores), and a rank needs a core of its own.
+Either way the model's attention heads must split evenly across the ranks.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+TP_ARG = "tensor_parallel_size"
+BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+class NotHostable(Exception):
+    """This machine cannot run the engine at this TP size; says why."""
+
+
+def tensor_parallel(engine_args: dict) -> int:
+    return int(engine_args.get(TP_ARG, 1))
+
+
+def placement(tp: int, tier: str, *, cores: list[int] | None = None,
+              gpus: int | None = None) -> dict[str, str]:
+    """The engine's environment for TP `tp` on this tier's machine; raises
+    NotHostable when the machine has too few cores or GPUs."""
+    if tp == 1:
+        return {}
+    if tier == "gpu":
+        count = gpus if gpus is not None else gpu_count()
+        if count < tp:
+            raise NotHostable(f"TP {tp} needs {tp} GPUs; this machine has {count}")
+        return {}
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if len(cores) < tp:
+        raise NotHostable(f"TP {tp} on the CPU tier needs {tp} OpenMP bind groups of at least one "
+                          f"core each ({BIND_ENV}); this machine has {len(cores)} core(s)")
+    per = len(cores) // tp
+    groups = [cores[i * per:(i + 1) * per] for i in range(tp)]
+    return {BIND_ENV: "|".join(",".join(map(str, g)) for g in groups)}
+
+
+def heads_divide(model_dir: str | Path, tp: int) -> None:
+    """Raises NotHostable when a local checkpoint's attention heads do not
+    split evenly over `tp` ranks (the engine would refuse it at start-up)."""
+    config = Path(model_dir) / "config.json"
+    if tp == 1 or not config.is_file():
+        return
+    text = json.loads(config.read_text()).get("text_config", {})
+    heads = text.get("num_attention_heads")
+    if heads and heads % tp:
+        raise NotHostable(f"TP {tp} needs attention heads divisible by {tp}; this build has {heads}")
+
+
+def gpu_count() -> int:
+    from harness.samplers.nvml import NvmlSession, SamplerUnavailable
+
+    try:
+        with NvmlSession() as session:
+            return session.device_count()
+    except SamplerUnavailable:
+        return 0

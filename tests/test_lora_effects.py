@@ -1,0 +1,177 @@
+"""The vision-LoRA family's check logic on crafted outputs and events: each
+check fails on the fault it is for, with the cause a report groups by."""
+import pytest
+
+from harness.card.chunks import check_passes_within_stated_chunk
+from harness.engines.parallel import NotHostable, heads_divide, placement
+from harness.engines.results import Completion, Rejected
+from harness.lora import effects
+from harness.results.record import CheckRecord
+from harness.runner.check import Check
+from harness.runner.run import Run
+from harness.verdicts import Cause, CheckFailure, Unsupported
+from harness.workloads.request import Request, Workload
+
+
+def out(*tokens, lp=-0.1):
+    return Completion(text="", token_ids=list(tokens), logprobs=[{t: lp} for t in tokens],
+                      finish_reason="length", cached_tokens=0)
+
+
+# --- takes effect, probes, premise ---------------------------------------------
+
+def test_a_probe_that_changes_nothing_names_its_family():
+    with pytest.raises(CheckFailure) as e:
+        effects.check_takes_effect(out(1, 2, 3), out(1, 2, 3), adapter="probe-vision.gate",
+                                   family="vision.gate", input_label="image")
+    assert e.value.cause.kind == Cause.NO_EFFECT and e.value.cause.detail == "vision.gate"
+    assert "the vision.gate family changed nothing for image" in e.value.message
+
+
+def test_an_adapter_that_changes_the_output_takes_effect():
+    evidence = effects.check_takes_effect(out(1, 9, 9), out(1, 2, 3), adapter="tower", family=None,
+                                          input_label="image")
+    assert "diverged at position 1" in evidence["effect"]
+
+
+def test_logprobs_moved_beyond_noise_count_as_an_effect():
+    evidence = effects.check_takes_effect(out(1, 2, lp=-2.0), out(1, 2, lp=-0.1), adapter="lm",
+                                          family=None, input_label="text")
+    assert "logprob" in evidence["effect"]
+
+
+def test_an_adapter_the_engine_refuses_gets_its_own_verdict_with_the_message():
+    with pytest.raises(Unsupported) as e:
+        effects.check_takes_effect(Rejected(None, "ValueError: target modules not supported"), out(1),
+                                   adapter="probe-audio.q", family="audio.q", input_label="audio")
+    assert str(e.value.cause) == ("not-supported: the engine refused adapter probe-audio.q (targets audio.q): "
+                                  "ValueError: target modules not supported")
+
+
+def test_a_5xx_is_a_failure_not_a_refusal():
+    with pytest.raises(CheckFailure) as e:
+        effects.check_takes_effect(Rejected(500, "Internal Server Error"), out(1), adapter="tower",
+                                   family=None, input_label="image")
+    assert e.value.cause == Cause.HTTP_5XX
+
+
+def test_hf_premise_fails_when_the_adapter_does_not_move_hf():
+    with pytest.raises(CheckFailure) as e:
+        effects.check_premise(out(4, 5), out(4, 5), "image@probe-vision.k")
+    assert e.value.cause == Cause.PREMISE
+    assert "would prove nothing" in e.value.message
+    assert effects.check_premise(out(4, 6), out(4, 5), "x")["hf_premise"].startswith("HF + peft output changed")
+
+
+def test_an_adapter_that_reaches_text_it_cannot_see_fails():
+    with pytest.raises(CheckFailure) as e:
+        effects.untouched(out(1, 7), out(1, 2), adapter="tower", input_label="text")
+    assert e.value.cause == Cause.MISMATCH and "none of its modules can reach" in e.value.message
+
+
+def test_reload_premise_needs_a_different_draw():
+    with pytest.raises(CheckFailure) as e:
+        effects.check_reload_premise(out(1, 2), out(1, 2))
+    assert e.value.cause == Cause.PREMISE
+
+
+# --- engine refusal of LoRA at start-up ---------------------------------------
+
+def test_an_engine_that_serves_no_lora_is_unsupported_with_its_words():
+    failure = CheckFailure(Cause.STARTUP_FAILED, "offline engine for tiny-gemma3n did not start: engine "
+                           "died. ValueError: Gemma3nForConditionalGeneration does not support LoRA yet.")
+    with pytest.raises(Unsupported) as e:
+        effects.raise_if_refused(failure)
+    assert e.value.message == "Gemma3nForConditionalGeneration does not support LoRA yet."
+
+
+def test_any_other_start_up_failure_stays_a_failure():
+    failure = CheckFailure(Cause.OOM, "offline engine did not start: out of memory")
+    with pytest.raises(CheckFailure) as e:
+        effects.raise_if_refused(failure)
+    assert e.value is failure
+    effects.raise_if_refused(None)
+
+
+# --- mixed batches: one step, rows as solo -------------------------------------
+
+class _Adapter:
+    def __init__(self, name):
+        self.name = name
+
+
+def _run(labels_adapters, outcomes, observed, how="batch"):
+    work = Workload("w", tuple(Request(label, [], {}, adapter=_Adapter(a) if a else None)
+                               for label, a in labels_adapters))
+    run = Run(how, work)
+    engine = type("E", (), {"kind": "offline"})()
+    run._use = type("Use", (), {"require": lambda self: engine, "kind": "offline", "engine": engine})()
+    run._outcomes, run._observed = outcomes, observed
+    return run
+
+
+def _check():
+    return Check(CheckRecord(id="x", family="f", model="m"))
+
+
+def test_one_step_must_hold_every_prompt_under_its_adapter():
+    rows = [("0", None), ("1", "tower"), ("2", "lm")]
+    ok_step = {"event": "step", "tokens": {"a": 40, "b": 40, "c": 40}, "loras": {"a": None, "b": "tower", "c": "lm"}}
+    _check().adapters_in_one_step(_run(rows, [out(1)] * 3, [ok_step]))
+    split = [{"event": "step", "tokens": {"a": 40}, "loras": {"a": None}},
+             {"event": "step", "tokens": {"b": 40, "c": 40}, "loras": {"b": "tower", "c": "lm"}}]
+    with pytest.raises(CheckFailure) as e:
+        _check().adapters_in_one_step(_run(rows, [out(1)] * 3, split))
+    assert e.value.cause == Cause.PREMISE and "[['base'], ['lm', 'tower']]" in e.value.message
+    wrong = [{**ok_step, "loras": {"a": "tower", "b": "tower", "c": "lm"}}]
+    with pytest.raises(CheckFailure):
+        _check().adapters_in_one_step(_run(rows, [out(1)] * 3, wrong))
+
+
+def test_a_base_row_that_ran_under_an_adapter_is_named():
+    rows = [("0-image@base", None), ("1-image@tower", "tower")]
+    batch = _run(rows, [out(5, 6), out(5, 6)], [])
+    solo = _run(rows, [out(1, 2), out(5, 6)], [], how="each_alone")
+    crossed = _run([("0-image@base~base", None), ("0-image@base~tower", "tower")],
+                   [out(1, 2), out(5, 6)], [], how="each_alone")
+    with pytest.raises(CheckFailure) as e:
+        _check().rows_as_solo(batch, solo, crossed)
+    assert e.value.cause == Cause.MISMATCH
+    assert "input 0-image@base" in e.value.message and "equals the solo output under tower" in e.value.message
+    _check().rows_as_solo(solo, solo)
+
+
+# --- chunking under tower LoRA -------------------------------------------------
+
+def _pass(items, patches=256):
+    return {"event": "vision_chunk", "pid": 1, "modality": "image", "items": items, "patches": patches}
+
+
+def test_passes_over_the_stated_chunk_fail_over_budget():
+    stated = lambda patches, free, total: 2  # noqa: E731
+    events = [{"event": "encoder", "pid": 1, "modality": "image"}, _pass(24)]
+    with pytest.raises(CheckFailure) as e:
+        check_passes_within_stated_chunk(events, 300 << 20, 600 << 20, stated, "the batch")
+    assert e.value.cause.kind == Cause.OVER_BUDGET
+    assert "held 24 items" in e.value.message and "allows 2" in e.value.message and "0 memory queries" in e.value.message
+    ok = [{"event": "encoder", "pid": 1, "modality": "image"}, _pass(2), _pass(2)]
+    assert check_passes_within_stated_chunk(ok, 300 << 20, 600 << 20, stated, "b")["passes"][0]["allowed"] == 2
+
+
+# --- TP placement --------------------------------------------------------------
+
+def test_cpu_tp_binds_one_group_per_rank_or_says_why_not():
+    assert placement(1, "cpu", cores=[0, 1]) == {}
+    assert placement(2, "cpu", cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+    assert placement(2, "cpu", cores=[0, 1, 2, 3]) == {"VLLM_CPU_OMP_THREADS_BIND": "0,1|2,3"}
+    with pytest.raises(NotHostable, match="needs 4 OpenMP bind groups.*has 2 core"):
+        placement(4, "cpu", cores=[0, 1])
+    with pytest.raises(NotHostable, match="TP 4 needs 4 GPUs; this machine has 2"):
+        placement(4, "gpu", gpus=2)
+
+
+def test_heads_must_split_over_the_ranks(tmp_path):
+    (tmp_path / "config.json").write_text('{"text_config": {"num_attention_heads": 2}}')
+    heads_divide(tmp_path, 2)
+    with pytest.raises(NotHostable, match="divisible by 4; this build has 2"):
+        heads_divide(tmp_path, 4)
