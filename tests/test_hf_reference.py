@@ -102,3 +102,17 @@ def test_premise_guard_reads_tokens_and_finish_reason():
     assert hf_changes_output(a, Completion(text="", token_ids=[1, 2, 4], finish_reason="length"))
     assert hf_changes_output(a, Completion(text="", token_ids=[1, 2], finish_reason="stop"))
     assert hf_changes_output(a, Completion(text="", token_ids=[1, 2, 3], finish_reason="stop"))
+
+
+def test_comparator_premise_refuses_an_answer_within_top_k():
+    from harness.lora.effect import comparator_sees_adapter
+
+    adapted = Completion(text="", token_ids=[5, 6], logprobs=[{5: -0.5, 7: -0.9}, {6: -0.1}],
+                         finish_reason="length")
+    # The unadapted answer splits at a near-tie, both tokens in each other's top-k:
+    # an engine ignoring the adapter would pass, so the premise fails.
+    near = Completion(text="", token_ids=[7, 6], logprobs=[{7: -0.4, 5: -0.6}, {6: -0.1}],
+                      finish_reason="length")
+    assert hf_changes_output(near, adapted) and not comparator_sees_adapter(near, adapted)
+    far = Completion(text="", token_ids=[9, 6], logprobs=[{9: -0.1}, {6: -0.1}], finish_reason="length")
+    assert comparator_sees_adapter(far, adapted)
