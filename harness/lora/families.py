@@ -11,6 +11,21 @@ LoRA, after its checkpoint-prefix mapping and its packing of q/k/v and
 gate/up into one layer). Gemma4 and Gemma3n spellings; a family whose HF
 pattern matches no module of a base model is absent from it (the tiny
 Gemma4's audio tower has no attention or MLP without a conformer layer).
+
+Gemma4 wraps each tower projection in a clippable module holding a `.linear`;
+the patterns match both, and whoever crafts an adapter keeps the nn.Linear
+(fixtures.adapters: peft cannot wrap the clippable module).
+
+The audio towers are conformers, not transformer blocks: their linear layers
+are attention q/k/v and `post` (the output projection), two macaron
+feed-forwards (`ffw_layer_1` expands, `ffw_layer_2` contracts) and the light
+convolution's `linear_start`/`linear_end`. Gemma4 names them
+`audio_tower.layers.N.{self_attn,feed_forward1,feed_forward2,lconv1d}...`,
+Gemma3n `audio_tower.conformer.N.{attention.attn,attention,ffw_layer_start,
+ffw_layer_end,lconv1d}...`. The audio families are these seven (AUDIO_PROJECTIONS);
+the relative-position projections (`relative_k_proj`, `pos_proj`) and the
+subsampling convolutions are left out. Gemma3n's vision tower is a timm
+MobileNet of convolutions: no vision family is present in it.
 """
 from __future__ import annotations
 
@@ -45,6 +60,24 @@ def _tower(part: str, modality: str, prefix: str) -> list[Family]:
             for short, proj in PROJECTIONS.items()]
 
 
+_AUDIO_LAYER = r"audio_tower\.(?:layers|conformer)\.\d+\."
+# Conformer projections: Gemma4 spelling | Gemma3n spelling (regex, after the layer).
+AUDIO_PROJECTIONS = {
+    "q": r"(?:self_attn|attention\.attn)\.q_proj", "k": r"(?:self_attn|attention\.attn)\.k_proj",
+    "v": r"(?:self_attn|attention\.attn)\.v_proj", "o": r"(?:self_attn|attention)\.post",
+    "ffw_in": r"(?:feed_forward[12]|ffw_layer_(?:start|end))\.ffw_layer_1",
+    "ffw_out": r"(?:feed_forward[12]|ffw_layer_(?:start|end))\.ffw_layer_2",
+    "lconv": r"lconv1d\.linear_(?:start|end)",
+}
+
+
+def _audio() -> list[Family]:
+    # vLLM runs the HF audio tower with its linears replaced in place: same names, no `model.`.
+    return [Family(f"audio.{short}", "audio", "audio",
+                   rf"model\.{_AUDIO_LAYER}{proj}(?:\.linear)?", rf"{_AUDIO_LAYER}{proj}(?:\.linear)?")
+            for short, proj in AUDIO_PROJECTIONS.items()]
+
+
 def _language() -> list[Family]:
     return [Family(f"language.{short}", "language", "text",
                    rf"model\.language_model\.layers\.\d+\.{re.escape(proj)}",
@@ -56,7 +89,7 @@ def _language() -> list[Family]:
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     *_language(),
     *_tower("vision", "image", "vision_tower"),
-    *_tower("audio", "audio", "audio_tower"),
+    *_audio(),
     Family("connector.vision", "connector", "image", r"model\.embed_vision\.embedding_projection",
            r"embed_vision\.embedding_projection"),
     Family("connector.audio", "connector", "audio", r"model\.embed_audio\.embedding_projection",
