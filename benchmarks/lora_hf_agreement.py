@@ -27,7 +27,7 @@ scale 0.5, r 8, alpha 16; deterministic, identical over three runs):
 - Mutation (vLLM answering without the adapter, against HF with it): refused
   for lm, tower, connector.vision and language.down, but ACCEPTED within
   top-5 for the vision.q and vision.down probes on this image: their effect is
-  a first-token split at a near-tie. harness.lora.effect.comparator_sees_adapter
+  a first-token split at a near-tie. harness.lora.effects.comparator_sees_adapter
   flags exactly these two as proving nothing.
 Recommended: HF reference in bfloat16, judged by check_agreement (top-5, no
 logprob check); a probe counts only where comparator_sees_adapter holds on the
@@ -50,9 +50,13 @@ from harness.engines.base import Sampling  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402
 from harness.hf_reference import HfReference  # noqa: E402
-from harness.lora.effect import comparator_sees_adapter, hf_changes_output  # noqa: E402
+from harness.lora.effects import changed, comparator_sees_adapter  # noqa: E402
 from harness.models import models_for  # noqa: E402
 from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids  # noqa: E402
+
+
+def hf_changes_output(base, adapted) -> bool:
+    return changed(adapted, base)[0]
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}

@@ -14,8 +14,12 @@ from fixtures.tiny_models import build_tiny_model
 from harness.engines.base import Sampling
 from harness.engines.results import Completion
 from harness.hf_reference import HfReference
-from harness.lora.effect import hf_changes_output
+from harness.lora.effects import changed
 from harness.workloads.chat import audio_part, image_part, user, video_part
+
+
+def hf_changes_output(base, adapted) -> bool:
+    return changed(adapted, base)[0]
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 TEXT = user("Tell me a story about a lighthouse.")
@@ -105,7 +109,7 @@ def test_premise_guard_reads_tokens_and_finish_reason():
 
 
 def test_comparator_premise_refuses_an_answer_within_top_k():
-    from harness.lora.effect import comparator_sees_adapter
+    from harness.lora.effects import comparator_sees_adapter
 
     adapted = Completion(text="", token_ids=[5, 6], logprobs=[{5: -0.5, 7: -0.9}, {6: -0.1}],
                          finish_reason="length")

