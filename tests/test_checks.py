@@ -152,7 +152,7 @@ class StubEngine(Engine):
         super().__init__("stub", None, request_timeout=1.0)
         self.answer, self.crashed, self.asked = answer, crashed, 0
 
-    def chat(self, conversations, sampling=None, lora=None):
+    def chat(self, conversations, sampling=None, adapters=None):
         self.asked += 1
         return [self.answer] * len(conversations)
 

@@ -20,3 +20,17 @@ def test_dicts_and_lists_go_as_json():
                       "allowed_local_media_path": ["/a", "/b"]}) == [
         "--limit-mm-per-prompt", '{"audio": 4, "image": 0}',
         "--allowed-local-media-path", '["/a", "/b"]']
+
+
+def test_lora_modules_go_as_name_equals_path_items():
+    assert cli_flags({"enable_lora": True, "lora_modules": {"a": "/x/a", "b": "/x/b"}}) == [
+        "--enable-lora", "--lora-modules", "a=/x/a", "b=/x/b"]
+    assert cli_flags({"lora_modules": ["a=/x/a", {"name": "b", "path": "/x/b"}]}) == [
+        "--lora-modules", "a=/x/a", "b=/x/b"]
+    assert cli_flags({"lora_modules": {}}) == []
+
+
+def test_a_lora_path_with_a_comma_goes_as_json():
+    # vLLM reads an item with a comma as JSON.
+    assert cli_flags({"lora_modules": {"a": "/x/a,b"}}) == [
+        "--lora-modules", '{"name": "a", "path": "/x/a,b"}']

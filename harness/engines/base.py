@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,6 +35,40 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class LoraAdapter:
+    """A LoRA adapter a request runs under. `id` is vLLM's lora_int_id: an
+    engine caches an adapter's weights by it, so new weights need a new id
+    (the same id with other weights is served the old ones)."""
+    name: str
+    path: str
+    id: int
+
+    def __post_init__(self):
+        if self.id < 1:
+            raise ValueError(f"LoRA adapter {self.name!r}: id must be >= 1 (vLLM's lora_int_id), got {self.id}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+Adapters = Sequence["LoraAdapter | None"] | None
+
+
+def per_conversation(adapters: Adapters, n: int) -> list[LoraAdapter | None]:
+    """One adapter (or None, the base model) per conversation."""
+    if adapters is None:
+        return [None] * n
+    adapters = list(adapters)
+    if len(adapters) != n:
+        raise ValueError(f"{len(adapters)} adapters for {n} conversations: give one per conversation"
+                         " (None for the base model)")
+    bad = [a for a in adapters if a is not None and not isinstance(a, LoraAdapter)]
+    if bad:
+        raise TypeError(f"adapters must be LoraAdapter or None, got {bad[0]!r}")
+    return adapters
+
+
+@dataclass(frozen=True)
 class LogWindow:
     """A scenario's slice of a (possibly shared) engine's log and time."""
     offset: int
@@ -57,8 +92,10 @@ class Engine:
 
     # --- driving -----------------------------------------------------------
     def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling(),
-             lora: dict | None = None) -> list[Result]:
-        """Send all conversations together; one result per conversation, in order."""
+             adapters: Adapters = None) -> list[Result]:
+        """Send all conversations together; one result per conversation, in order.
+        `adapters`: one LoraAdapter per conversation, None for the base model
+        (None for all: every conversation on the base model)."""
         raise NotImplementedError
 
     def close(self, grace: float = 10.0) -> list[int]:

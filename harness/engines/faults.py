@@ -15,7 +15,7 @@ FAULTS_ENV = "MMHARNESS_FAULTS"
 # The switches the engine-side shim knows; see mmharness_faults.FAULTS.
 FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "reference-cache", "reject-8khz", "chunk-from-total",
-               "vision-chunk-leak")
+               "vision-chunk-leak", "lora-ignore-vision-mlp")
 
 
 def fault_env(*names: str) -> dict[str, str]:

@@ -4,13 +4,20 @@ The in-engine shim (harness/compat/site, switched on by MMHARNESS_OBSERVE)
 appends one JSON line per event to a side file per engine:
 
   {"event": "step", "t": unix_s, "pid": int, "requests": n,
-   "tokens": {request_id: scheduled_tokens}, "total_tokens": N}
+   "tokens": {request_id: scheduled_tokens}, "total_tokens": N,
+   "loras": {request_id: adapter_name | null}}   # LoRA engines only; null: base
   {"event": "encoder", "t": unix_s, "pid": int, "modality": "audio"|"image"|"video",
    "items": k, "shapes": [[...], ...],   # each item's input shape
-   "container": "list"|"tensor"}         # how the call got them: a list of
+   "container": "list"|"tensor",         # how the call got them: a list of
                                           # tensors, or one padded tensor (then
                                           # each shape's first dim is the item's
                                           # real length, from its mask)
+   "tower_lora": {"active": bool,        # tower LoRA engines only: any item
+                  "adapters": [name | null, ...]}}  # under an adapter; each item's
+  {"event": "lora_modules", "t": unix_s, "pid": int,   # once per worker, at load
+   "modules": [vLLM module name, ...],   # every layer the LoRA manager wrapped
+   "tower_connector": bool,              # tower/connector LoRA in effect
+   "prefixes": {"language"|"tower"|"connector": [module prefix, ...]}}
 
 A step is one model execution with tokens scheduled (empty steps are not
 written); an encoder call is one `embed_multimodal` call of the model runner,
@@ -37,6 +44,19 @@ ENV = "MMHARNESS_OBSERVE"
 def side_file(log_path: Path) -> Path:
     """Where an engine logging to `log_path` writes its observations."""
     return log_path.with_name(log_path.stem + ".observe.jsonl")
+
+
+def step_adapters(events: list[dict]) -> list[dict[str, str | None]]:
+    """Per step of a LoRA engine, the adapter each scheduled request ran under
+    (None: the base model); steps of an engine without LoRA are left out."""
+    return [e["loras"] for e in events if e.get("event") == "step" and "loras" in e]
+
+
+def wrapped_lora_modules(events: list[dict]) -> list[str] | None:
+    """The layers the engine's LoRA manager wrapped (the last report); None
+    when the events hold no report (no LoRA, or not observed since start)."""
+    reports = [e for e in events if e.get("event") == "lora_modules"]
+    return list(reports[-1]["modules"]) if reports else None
 
 
 class Observations:

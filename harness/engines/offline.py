@@ -10,7 +10,7 @@ import time
 from multiprocessing.connection import Listener
 from pathlib import Path
 
-from harness.engines.base import CRASH_GRACE_S, Engine, Sampling
+from harness.engines.base import CRASH_GRACE_S, Adapters, Engine, Sampling, per_conversation
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.control import EngineControl, control_file
 from harness.engines.observations import Observations, side_file
@@ -19,6 +19,8 @@ from harness.engines.results import (Completion, EngineStartupFailed, Rejected, 
                                      Result)
 
 WORKER = Path(__file__).with_name("offline_worker.py")
+# Engine arguments of the server only: an offline request carries its adapter.
+SERVER_ONLY_ARGS = ("lora_modules",)
 
 
 class _Died(Exception):
@@ -52,7 +54,8 @@ class OfflineEngine(Engine):
         key = secrets.token_bytes(16)
         listener = Listener(address=address, family="AF_UNIX", authkey=key)
         self.proc = launch([str(self.interpreter.python), str(WORKER), address, key.hex(),
-                            self.model, json.dumps(self.engine_args)],
+                            self.model, json.dumps({k: v for k, v in self.engine_args.items()
+                                                    if k not in SERVER_ONLY_ARGS})],
                            self.interpreter.env(self.observations.env() | self.control.env() | self.extra_env), self.log_path)
         accepted: list = []
         t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
@@ -101,14 +104,16 @@ class OfflineEngine(Engine):
                 self.proc.refresh_children()
                 last_refresh = time.monotonic()
 
-    def chat(self, conversations, sampling: Sampling = Sampling(), lora: dict | None = None) -> list[Result]:
+    def chat(self, conversations, sampling: Sampling = Sampling(), adapters: Adapters = None) -> list[Result]:
         n = len(conversations)
+        adapters = per_conversation(adapters, n)
         if self.crashed:
             return [self.crashed] * n
         self._begin_request()
         try:
             self._send({"op": "chat", "conversations": conversations,
-                        "sampling": sampling.to_dict(), "lora": lora})
+                        "sampling": sampling.to_dict(),
+                        "adapters": [a.to_dict() if a else None for a in adapters]})
             reply = self._await(time.monotonic() + self.request_timeout)
         except _Died as e:
             crash = self._crash(e.returncode, e.what)

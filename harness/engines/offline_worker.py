@@ -2,7 +2,8 @@
 
 Runs under the engine's interpreter as a script (stdlib + vllm only; it does
 not import the harness). Protocol over a multiprocessing connection:
-  harness → {"op": "chat", "conversations": [...], "sampling": {...}}
+  harness → {"op": "chat", "conversations": [...], "sampling": {...},
+             "adapters": [{"name", "path", "id"} | None, ...]}   # one per conversation
   worker  → {"ok": [output, ...]} or {"error": Type, "message": str, "dead": bool}
 One "chat" op is one batch: every request is enqueued while the engine core's
 scheduler is paused (vLLM's level-0 sleep), and only then does it step. An
@@ -30,11 +31,11 @@ def _outputs(results, call_no):
     return outs
 
 
-def chat_as_one_batch(llm, conversations, sampling, lora_request):
+def chat_as_one_batch(llm, conversations, sampling, lora_requests):
     """Like LLM.chat, but the scheduler sees every request before its first step."""
     llm.sleep(level=0, mode="keep")  # pause scheduling; adds are queued
     try:
-        llm.enqueue_chat(conversations, sampling, use_tqdm=False, lora_request=lora_request)
+        llm.enqueue_chat(conversations, sampling, use_tqdm=False, lora_request=lora_requests)
     finally:
         llm.wake_up(tags=["scheduling"])  # also after a rejected input (already aborted)
     return llm.wait_for_completion(use_tqdm=False)
@@ -59,10 +60,11 @@ def main():
         if msg.get("op") == "stop":
             return
         try:
-            lora = msg.get("lora")
-            lora_req = LoRARequest(lora["name"], lora["id"], lora["path"]) if lora else None
-            results = chat_as_one_batch(llm, msg["conversations"],
-                                        SamplingParams(**msg["sampling"]), lora_req)
+            adapters = msg.get("adapters") or [None] * len(msg["conversations"])
+            # One per prompt; None runs that prompt on the base model.
+            lora_requests = [LoRARequest(a["name"], a["id"], a["path"]) if a else None for a in adapters]
+            results = chat_as_one_batch(llm, msg["conversations"], SamplingParams(**msg["sampling"]),
+                                        lora_requests if any(lora_requests) else None)
             calls += 1
             conn.send({"ok": _outputs(results, calls)})
         except Exception as e:  # reported to the harness, which decides what it means

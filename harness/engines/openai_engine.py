@@ -5,6 +5,7 @@ it did not). Subclasses say how to tell that the engine died.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.error
@@ -13,13 +14,38 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import openai
 
-from harness.engines.base import Engine, Sampling
+from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
 from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
 from harness.verdicts import Cause
 
 
 # How long a 5xx waits to see whether the engine behind it is dying.
 DEATH_AFTER_5XX_S = 1.0
+# A load reads the adapter from disk and hands it to the engine core.
+ADAPTER_LOAD_TIMEOUT_S = 120.0
+
+
+class AdapterLoadFailed(RuntimeError):
+    """The server refused to load (or unload) a LoRA adapter; says its reason."""
+
+    def __init__(self, op: str, name: str, status: int | None, message: str):
+        self.op, self.name, self.status, self.message = op, name, status, message
+        super().__init__(f"{op} of LoRA adapter {name!r} refused"
+                         f"{f' (HTTP {status})' if status else ''}: {message}")
+
+
+def _error_message(status: int, body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")[:2000]
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict) and err.get("message"):
+        return str(err["message"])[:2000]
+    if status == 404 and isinstance(data, dict) and data.get("detail") == "Not Found":
+        return ("no such route: the server was not started with VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+                " (ServerEngine(runtime_lora=True))")
+    return json.dumps(data)[:2000]
 
 
 def _token_id(token: str) -> int | None:
@@ -55,6 +81,48 @@ class OpenAIEngine(Engine):
         """A crash verdict once the engine is known dead, else None."""
         raise NotImplementedError
 
+    # --- LoRA adapters at run time (vLLM's /v1/{load,unload}_lora_adapter) --
+    def _post(self, route: str, body: dict, timeout: float) -> tuple[int | None, str]:
+        req = urllib.request.Request(f"{self.base_url}{route}", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json",
+                                                             "Authorization": f"Bearer {self.api_key}"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            return e.code, _error_message(e.code, e.read())
+        except (urllib.error.URLError, OSError) as e:  # refused, reset, timed out
+            reason = getattr(e, "reason", e)
+            return None, f"no answer from {self.base_url}{route} within {timeout:.0f} s: {reason}"
+
+    def unload_adapter(self, name: str, *, missing_ok: bool = False,
+                       timeout: float = ADAPTER_LOAD_TIMEOUT_S) -> bool:
+        """Forget adapter `name` (the server drops its name; the engine's LRU
+        cache evicts the weights later). False if it was not loaded and
+        `missing_ok`; AdapterLoadFailed on any other refusal."""
+        status, text = self._post("/v1/unload_lora_adapter", {"lora_name": name}, timeout)
+        if status == 200:
+            return True
+        if status == 404 and missing_ok and "cannot be found" in text:
+            return False
+        raise AdapterLoadFailed("unload", name, status, text)
+
+    def load_adapter(self, adapter: LoraAdapter, *, replace: bool = True,
+                     timeout: float = ADAPTER_LOAD_TIMEOUT_S) -> str:
+        """Load `adapter` under its name, so requests with model=<name> run it.
+        replace=True unloads a loaded adapter of that name first: the server
+        then gives the new load a fresh lora_int_id, so the engine reads the
+        new weights (no cached ones, no prefix-cache blocks of the old ones).
+        The server numbers adapters itself: `adapter.id` is not sent.
+        AdapterLoadFailed, with the server's message, when it refuses."""
+        if replace:
+            self.unload_adapter(adapter.name, missing_ok=True, timeout=timeout)
+        status, text = self._post("/v1/load_lora_adapter",
+                                  {"lora_name": adapter.name, "lora_path": str(adapter.path)}, timeout)
+        if status != 200:
+            raise AdapterLoadFailed("load", adapter.name, status, text)
+        return text
+
     def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event) -> Result:
         go.wait()
         try:
@@ -82,18 +150,21 @@ class OpenAIEngine(Engine):
                           cached_tokens=_cached_tokens(resp.usage),
                           finish_reason=choice.finish_reason)
 
-    def chat(self, conversations, sampling: Sampling = Sampling(), lora: dict | None = None) -> list[Result]:
+    def chat(self, conversations, sampling: Sampling = Sampling(), adapters: Adapters = None) -> list[Result]:
+        """An adapter is asked for by its name as the request's `model` (the
+        server must know it: --lora-modules, or a runtime load)."""
         n = len(conversations)
+        adapters = per_conversation(adapters, n)
         if self.crashed:
             return [self.crashed] * n
         self._begin_request()
-        model = lora["name"] if lora else self.served_model
+        models = [a.name if a else self.served_model for a in adapters]
         client = self._client()
         go = threading.Event()
         results: list[Result | None] = [None] * n
         pool = ThreadPoolExecutor(max_workers=n)
-        futures = {pool.submit(self._one, client, c, sampling, model, go): i
-                   for i, c in enumerate(conversations)}
+        futures = {pool.submit(self._one, client, c, sampling, m, go): i
+                   for i, (c, m) in enumerate(zip(conversations, models))}
         go.set()  # all threads are waiting: release them together so the server batches
         deadline = time.monotonic() + self.request_timeout + 5
         pending = set(futures)

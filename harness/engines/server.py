@@ -36,12 +36,47 @@ def port_free(port: int) -> bool:
             return False
 
 
+# The server's own switch for /v1/load_lora_adapter and /v1/unload_lora_adapter
+# (without it those routes are not mounted: a 404). An engine environment,
+# e.g. EnginePool.get(..., env=RUNTIME_LORA_ENV) or ServerEngine(runtime_lora=True).
+RUNTIME_LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+
+
+def lora_module_flags(modules) -> list[str]:
+    """`--lora-modules` from {name: path}, or a list of "name=path",
+    {"name", "path"} dicts or LoraAdapter-like objects (name, path). The
+    server numbers static adapters itself (lora_int_id 1, 2, ... in order):
+    an adapter's own `id` is not sent."""
+    if isinstance(modules, dict):
+        pairs = list(modules.items())
+    else:
+        pairs = []
+        for m in modules:
+            if isinstance(m, str):
+                if "=" not in m:
+                    raise ValueError(f"lora_modules: {m!r} is not name=path")
+                pairs.append(tuple(m.split("=", 1)))
+            elif isinstance(m, dict):
+                pairs.append((m["name"], m["path"]))
+            else:
+                pairs.append((m.name, m.path))
+    if not pairs:
+        return []
+    # vLLM reads an item with a comma as JSON, any other as name=path.
+    items = [json.dumps({"name": n, "path": str(p)}) if "," in f"{n}{p}" else f"{n}={p}"
+             for n, p in pairs]
+    return ["--lora-modules", *items]
+
+
 def cli_flags(engine_args: dict) -> list[str]:
-    """vllm.LLM keyword arguments as server flags."""
+    """vllm.LLM keyword arguments as server flags; `lora_modules` (a server
+    option, not an LLM one) as --lora-modules."""
     flags = []
     for key, value in engine_args.items():
         flag = "--" + key.replace("_", "-")
-        if value is True:
+        if key == "lora_modules":
+            flags += lora_module_flags(value or [])
+        elif value is True:
             flags.append(flag)
         elif value is False or value is None:
             continue
@@ -58,11 +93,13 @@ class ServerEngine(OpenAIEngine):
     def __init__(self, model: str | Path, engine_args: dict, interpreter: EngineInterpreter,
                  log_path: Path, *, name: str = "server", served_model: str = "model",
                  port: int | None = None, env: dict | None = None, extra_flags: list[str] | None = None,
-                 start_timeout: float = 600, request_timeout: float = 600):
+                 runtime_lora: bool = False, start_timeout: float = 600, request_timeout: float = 600):
         super().__init__(name, Path(log_path), request_timeout)
         self.model, self.engine_args, self.interpreter = str(model), dict(engine_args), interpreter
         self.served_model, self.requested_port, self.port = served_model, port, None
-        self.extra_env, self.extra_flags = env or {}, list(extra_flags or [])
+        # runtime_lora: mount the adapter load/unload routes (load_adapter).
+        self.extra_env = (RUNTIME_LORA_ENV if runtime_lora else {}) | (env or {})
+        self.extra_flags = list(extra_flags or [])
         self.start_timeout = start_timeout
         self.observations = Observations(side_file(self.log_path))
         self.control = EngineControl(control_file(self.log_path))

@@ -7,6 +7,7 @@ Never set outside the harness's tests.
 from __future__ import annotations
 
 import os
+import re
 
 import mmharness_encoder
 import mmharness_importhook
@@ -119,6 +120,34 @@ def _reject_8khz(module) -> None:
     cls.resample = resample
 
 
+# The vision tower's MLP linears as vLLM names them (Gemma4: the tower's
+# `<proj>.linear`; harness/lora/families.py: vision.gate, vision.up, vision.down).
+VISION_MLP = re.compile(r"vision_tower\..*\.mlp\.(?:gate|up|down)_proj(?:\..+)?")
+
+
+def _lora_ignore_vision_mlp(module) -> None:
+    """The LoRA model manager silently leaves the vision tower's MLP layers
+    unwrapped (as a name-matching bug would): an adapter's weights for them
+    load, and are never applied. Every other layer is wrapped as usual."""
+    real_supported = module.is_supported_lora_module
+
+    def is_supported_lora_module(module_name, *args, **kwargs):
+        if VISION_MLP.fullmatch(module_name):
+            return False
+        return real_supported(module_name, *args, **kwargs)
+
+    module.is_supported_lora_module = is_supported_lora_module
+    cls = module.LoRAModelManager
+    real_match = cls._match_target_modules
+
+    def _match_target_modules(self, module_name):  # the path with --lora-target-modules
+        if VISION_MLP.fullmatch(module_name):
+            return False
+        return real_match(self, module_name)
+
+    cls._match_target_modules = _match_target_modules
+
+
 def _encoder_fault(before=None, after=None, on_model=None):
     def arm():
         if before:
@@ -146,6 +175,7 @@ FAULTS = {
     "reject-8khz": _module_fault("vllm.multimodal.audio", _reject_8khz),
     "vision-chunk-leak": _encoder_fault(on_model=_vision_chunk_leak),
     "chunk-from-total": _module_fault("vllm.model_executor.models.gemma4_mm", _chunk_from_total),
+    "lora-ignore-vision-mlp": _module_fault("vllm.lora.model_manager", _lora_ignore_vision_mlp),
 }
 
 

@@ -1,8 +1,11 @@
 """The in-engine observer: with MMHARNESS_OBSERVE=<path>, every engine process
 appends what it really did to that file, one JSON line per event, in the
 format of harness/engines/observations.py:
-  step     - one scheduled model step: requests, tokens per request, total;
-  encoder  - one multimodal encoder call: modality, items, each item's shape;
+  step     - one scheduled model step: requests, tokens per request, total,
+             and (LoRA engines) the adapter each request ran under;
+  encoder  - one multimodal encoder call: modality, items, each item's shape,
+             and (tower LoRA engines) the adapter of each item in the tower;
+  lora_modules - the layers the LoRA model manager wrapped, once per worker;
   memory_info, encoder_chunk, vision_chunk - encoder memory (mmharness_memory).
 Several processes write the same file: each line is one O_APPEND write.
 """
@@ -30,9 +33,25 @@ def emit(event: str, **fields) -> None:
     os.write(_fd, (line + "\n").encode())
 
 
+# The tower LoRA mapping of the encoder pass in progress: the adapter of each
+# item, in the order the runner sends items through embed_multimodal calls.
+# None when the pass set none (no LoRA, or no tower LoRA).
+_tower: dict | None = None
+
+
 def _record_encoder_call(call: mmharness_encoder.EncoderCall) -> None:
+    fields = {}
+    if _tower is not None:
+        n = len(call.shapes)
+        names = _tower["names"][_tower["cursor"]:_tower["cursor"] + n]
+        _tower["cursor"] += n
+        fields["tower_lora"] = {"active": any(names), "adapters": names}
     emit("encoder", modality=call.modality, items=len(call.shapes), shapes=call.shapes,
-         container=call.container)
+         container=call.container, **fields)
+
+
+def _lora_name(lora_request) -> str | None:
+    return getattr(lora_request, "lora_name", None) if lora_request else None
 
 
 def _patch_runner(module) -> None:
@@ -43,10 +62,63 @@ def _patch_runner(module) -> None:
         total = int(scheduler_output.total_num_scheduled_tokens)
         if total:  # an empty step schedules nothing: not a step of the workload
             tokens = {str(k): int(v) for k, v in scheduler_output.num_scheduled_tokens.items()}
-            emit("step", requests=len(tokens), tokens=tokens, total_tokens=total)
+            fields = {}
+            if getattr(self, "lora_config", None):
+                # New requests carry their adapter in the scheduler output; the
+                # others in the runner's cached state (not yet updated here).
+                new = {r.req_id: r.lora_request for r in scheduler_output.scheduled_new_reqs}
+                fields["loras"] = {rid: _lora_name(new[rid] if rid in new else
+                                                   getattr(self.requests.get(rid), "lora_request", None))
+                                   for rid in tokens}
+            emit("step", requests=len(tokens), tokens=tokens, total_tokens=total, **fields)
         return real(self, scheduler_output, *args, **kwargs)
 
     cls.execute_model = execute_model
+
+    real_encoder = cls._execute_mm_encoder
+
+    def _execute_mm_encoder(self, *args, **kwargs):
+        global _tower
+        _tower = None  # set again by this pass's tower mapping, if it has one
+        try:
+            return real_encoder(self, *args, **kwargs)
+        finally:
+            _tower = None
+
+    cls._execute_mm_encoder = _execute_mm_encoder
+
+
+def _patch_lora_worker(module) -> None:
+    cls = module.WorkerLoRAManager
+    real = cls.set_active_adapters
+
+    def set_active_adapters(self, requests, mapping):
+        global _tower
+        if mapping is not None and getattr(mapping.type, "name", None) == "TOWER":
+            names = {r.lora_int_id: r.lora_name for r in requests if r}
+            _tower = {"names": [names.get(i, f"id:{i}") if i > 0 else None
+                                for i in mapping.prompt_mapping], "cursor": 0}
+        return real(self, requests, mapping)
+
+    cls.set_active_adapters = set_active_adapters
+
+
+def _patch_lora_manager(module) -> None:
+    cls = module.LoRAModelManager
+    real = cls._create_lora_modules
+
+    def _create_lora_modules(self):
+        result = real(self)
+        mm = getattr(self, "mm_mapping", None)
+        prefixes = {"language": list(getattr(mm, "language_model", []) or []),
+                    "tower": list(getattr(mm, "tower_model", []) or []),
+                    "connector": list(getattr(mm, "connector", []) or [])} if mm else {}
+        emit("lora_modules", modules=sorted(self.modules),
+             tower_connector=bool(getattr(self, "supports_tower_connector_lora", False)),
+             prefixes=prefixes)
+        return result
+
+    cls._create_lora_modules = _create_lora_modules
 
 
 def install() -> None:
@@ -54,6 +126,8 @@ def install() -> None:
     if not os.environ.get(ENV):
         return
     mmharness_importhook.after_import(mmharness_encoder.RUNNER_MODULE, _patch_runner)
+    mmharness_importhook.after_import("vllm.lora.worker_manager", _patch_lora_worker)
+    mmharness_importhook.after_import("vllm.lora.model_manager", _patch_lora_manager)
     mmharness_encoder.BEFORE.insert(0, _record_encoder_call)  # seen even if a fault raises
     mmharness_encoder.install()
     import mmharness_memory
