@@ -1,8 +1,9 @@
 """LoRA adapters per request on the real CPU engine (the tiny Gemma4 with
 tower/connector LoRA): one batch of base and two adapters answers each as
 that adapter alone does, the observer sees the step that held all three
-under their names, and the lora-ignore-vision-mlp fault turns a vision.gate
-probe into a no-op while a vision.q probe still acts. Two engine starts."""
+under their names, and the families name the layers vLLM wraps. One engine
+start. The lora-ignore-vision-mlp fault is shown by the scenario's mutation
+run (tests/test_mutations.py), which names the family it silences."""
 import json
 import re
 import threading
@@ -10,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from fixtures.adapters import AdapterSpec, build_adapter
 from harness.engines.base import LoraAdapter, Sampling, per_conversation
-from harness.engines.faults import fault_env
 from harness.engines.observations import step_adapters, wrapped_lora_modules
 from harness.engines.offline import OfflineEngine
 from harness.engines.openai_engine import AdapterLoadFailed, OpenAIEngine
@@ -23,7 +24,7 @@ from harness.workloads.chat import user
 LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4,
              "enable_tower_connector_lora": True}
 SAMPLING = Sampling(max_tokens=6)
-# peft targets (HF names) of the probes: one module family each.
+# The probes' module families, one each.
 PROBES = {"lm": "language.q", "tq": "vision.q", "gate": "vision.gate"}
 
 
@@ -126,45 +127,18 @@ def test_an_unanswered_load_is_bounded():
 
 # --- on the engine ----------------------------------------------------------
 
-def _craft(base_model: str, out, family: str) -> str:
-    """A peft adapter on exactly one module family, with weights big enough to
-    change a greedy answer."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForImageTextToText
-
-    model = AutoModelForImageTextToText.from_pretrained(base_model, dtype=torch.bfloat16)
-    names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
-    targets = FAMILIES[family].hf_modules(names)
-    assert targets, f"{family} matches no linear layer of {base_model}"
-    peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=targets))
-    g = torch.Generator().manual_seed(1)
-    for name, p in peft.named_parameters():
-        if "lora_" in name:
-            p.data = (torch.randn(p.shape, generator=g) * 0.5).to(p.dtype)
-    peft.save_pretrained(out)
-    return str(out)
-
-
 @pytest.fixture(scope="module")
 def adapters(tiny_gemma4, tmp_path_factory):
-    root = tmp_path_factory.mktemp("adapters")
-    # Three adapters: the slot of index -1 (max_loras - 1) stays empty.
-    return {name: LoraAdapter(name, _craft(str(tiny_gemma4[0]), root / name, family), i + 1)
+    # Three adapters: the last slot (max_loras - 1) stays empty (finding 007).
+    return {name: LoraAdapter(name, str(build_adapter(tiny_gemma4[0], AdapterSpec(name, (family,)))), i + 1)
             for i, (name, family) in enumerate(PROBES.items())}
-
-
-def _engine(tiny_gemma4, interpreter, tmp_path_factory, env=None):
-    model, args = tiny_gemma4
-    engine = OfflineEngine(model, args | LORA_ARGS, interpreter,
-                           tmp_path_factory.mktemp("lora") / "engine.log", env=env)
-    engine.start()
-    return engine
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_gemma4, interpreter, tmp_path_factory):
-    engine = _engine(tiny_gemma4, interpreter, tmp_path_factory)
+    model, args = tiny_gemma4
+    engine = OfflineEngine(model, args | LORA_ARGS, interpreter, tmp_path_factory.mktemp("lora") / "engine.log")
+    engine.start()
     yield engine
     assert engine.close() == []
 
@@ -207,32 +181,3 @@ def test_the_families_name_the_layers_vllm_wraps(engine):
         assert [m for m in wrapped if re.fullmatch(FAMILIES[name].vllm_pattern, m)], (name, wrapped)
     for name in ("language.q", "language.gate", "language.down"):
         assert len([m for m in wrapped if re.fullmatch(FAMILIES[name].vllm_pattern, m)]) == 2, name
-
-
-@pytest.fixture(scope="module")
-def probe_answers(engine, adapters, image_conv):
-    """Base, vision.q and vision.gate probes on the engine without the fault."""
-    names = [None, "tq", "gate"]
-    return dict(zip(names, _tokens(engine.chat([image_conv] * 3, SAMPLING,
-                                               adapters=[adapters[n] if n else None for n in names]))))
-
-
-@pytest.mark.engine
-@pytest.mark.mutation
-def test_ignored_vision_mlp_makes_a_gate_probe_a_noop(probe_answers, adapters, image_conv, engine,
-                                                     tiny_gemma4, interpreter, tmp_path_factory):
-    # The premise, on the engine without the fault: both probes act.
-    assert probe_answers["gate"] != probe_answers[None] != probe_answers["tq"]
-    engine.close()  # one engine at a time on this machine
-    faulty = _engine(tiny_gemma4, interpreter, tmp_path_factory, env=fault_env("lora-ignore-vision-mlp"))
-    try:
-        names = [None, "tq", "gate"]
-        got = dict(zip(names, _tokens(faulty.chat([image_conv] * 3, SAMPLING,
-                                                  adapters=[adapters[n] if n else None for n in names]))))
-        wrapped = wrapped_lora_modules(faulty.observations.since(0))
-    finally:
-        assert faulty.close() == []
-    assert got[None] == probe_answers[None]
-    assert got["tq"] == probe_answers["tq"]      # every other family still works
-    assert got["gate"] == got[None]              # silently a no-op
-    assert not [m for m in wrapped if re.fullmatch(FAMILIES["vision.gate"].vllm_pattern, m)]

@@ -108,3 +108,21 @@ def test_mutation_vision_chunk_leak_fails_every_vision_invariance(encoder_faults
                         f"test_ragged_video_invariance[{MODEL}]": ("fail", "mismatch")}
     assert "single-" in records[f"test_chunk_boundary_invariance[chunk3-{MODEL}]"].message
     assert "many-" in records[f"test_chunk_boundary_invariance[chunk1-{MODEL}]"].message
+
+
+@pytest.fixture(scope="module")
+def lora_mlp_ignored(tmp_path_factory):
+    return family(tmp_path_factory, "lora", "lora-ignore-vision-mlp", "tp1 and probe and vision",
+                  module="test_vision_lora.py")
+
+
+def test_mutation_ignored_vision_mlp_lora_is_named_by_its_probes(lora_mlp_ignored):
+    """The vision tower's MLP layers are silently left without LoRA inside
+    the engine: the probes on those three families fail naming each, and the
+    attention probes (untouched by the fault) still pass."""
+    records, _ = lora_mlp_ignored
+    for fam in ("vision.gate", "vision.up", "vision.down"):
+        rec = records[f"test_probe[tp1-{MODEL}-{fam}]"]
+        assert_failed(rec, f"no-effect: {fam}", f"the {fam} family changed nothing for image")
+        assert rec.evidence["hf_premise"].startswith("HF + peft output changed")
+    assert {records[f"test_probe[tp1-{MODEL}-vision.{p}]"].verdict for p in "qkvo"} == {"pass"}

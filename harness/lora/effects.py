@@ -148,3 +148,16 @@ def check_reload_premise(reloaded: Result, first: Result) -> dict:
 def same_across_tp(got: Result, tp1: Result, label: str, tp: int) -> dict:
     """A request's output at TP `tp` is its output at TP 1 (the one comparator)."""
     return check_invariant(got, tp1, label, context=f"TP {tp}", reference="TP 1")
+
+
+def reload_adapter(engine, adapter) -> dict:
+    """Unload the adapter's name on a server and load this draw under it; a
+    refusal fails with the server's status and message, not as a harness error."""
+    from harness.engines.openai_engine import AdapterLoadFailed
+
+    try:
+        answer = engine.load_adapter(adapter)
+    except AdapterLoadFailed as e:
+        cause = Cause.HTTP_5XX if e.status and e.status >= 500 else Cause.HTTP_4XX
+        raise CheckFailure(cause, str(e), evidence={"reload": {"op": e.op, "status": e.status}}) from e
+    return {"reload": f"{adapter.name} reloaded from {adapter.path}: {answer[:200]}"}

@@ -183,8 +183,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         _close(item.config, record, item)
         if record.verdict == Verdict.KNOWN_ISSUE.value and report.failed:
             _as_expected_failure(report, record)
-        elif record.verdict == Verdict.UNSUPPORTED.value and report.failed:
-            _as_unsupported(report, record)
+    if record.verdict == Verdict.UNSUPPORTED.value and report.failed:
+        _as_unsupported(report, record)
     if call.when == "teardown":
         _write(item.config, record)
     return report

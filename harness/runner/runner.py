@@ -136,16 +136,19 @@ class Runner:
         self._on_run(run)
         return run
 
-    def concurrent(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None) -> Run:
-        """Every request at once over HTTP; a request's adapter is the model it names."""
-        use = self._use("server", workload, engine_args)
+    def concurrent(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
+                   env: dict | None = None) -> Run:
+        """Every request at once over HTTP; a request's adapter is the model it
+        names. `env`: the server's own additions (RUNTIME_LORA_ENV, say)."""
+        use = self._use("server", workload, engine_args, env=env)
         return self._run("concurrent", workload, use,
                          lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters))
 
-    def one(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None) -> Run:
+    def one(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
+            env: dict | None = None) -> Run:
         if len(workload.requests) != 1:
             raise ValueError(f"one() takes a single request, got {len(workload.requests)}")
-        return self._run("one", workload, self._use("server", workload, engine_args),
+        return self._run("one", workload, self._use("server", workload, engine_args, env=env),
                          lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters))
 
     # --- engines -------------------------------------------------------------
@@ -153,22 +156,23 @@ class Runner:
         suffix = "".join(f"-{part}" for part in (workload.name, role) if part)
         return f"{self.family}[{self.entry.name}{suffix}]"
 
-    def _use(self, kind: str, workload: Workload, engine_args: dict | None, role: str = "") -> EngineUse:
+    def _use(self, kind: str, workload: Workload, engine_args: dict | None, role: str = "",
+             env: dict | None = None) -> EngineUse:
         if self.remote and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
         args = {**self.entry.engine_args, **(engine_args or {})}
         scenario = self.scenario(workload, role)
-        key = json.dumps([kind, scenario, args], sort_keys=True, default=str)
+        key = json.dumps([kind, scenario, args, env], sort_keys=True, default=str)
         if key not in self._uses:
-            self._uses[key] = self._open(kind, scenario, args)
+            self._uses[key] = self._open(kind, scenario, args, env or {})
         return self._uses[key]
 
-    def _open(self, kind: str, scenario: str, args: dict) -> EngineUse:
+    def _open(self, kind: str, scenario: str, args: dict, extra_env: dict) -> EngineUse:
         tp = tensor_parallel(args)
         try:  # a TP size this machine cannot host is skipped, saying why
             heads_divide(self.model, tp)
-            env = {**self.env, **placement(tp, self.entry.tier)}
+            env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
         except NotHostable as e:
             pytest.skip(str(e))
         use = EngineUse(kind, scenario, self.entry)

@@ -28,9 +28,16 @@ PROMPTS = {"text": "Tell me a short story about the sea.",
            "video": "What happens in this video?",
            "audio": AUDIO_PROMPT}
 RANK = 8
-# What an engine needs to serve the family's adapters, towers included.
-ENGINE_ARGS = {"enable_lora": True, "max_lora_rank": RANK, "max_loras": 4,
+# What an engine needs to serve the family's adapters, towers included: the
+# engine under test holds 4 adapters at once (`max_loras`), so a step that
+# uses 4 fills every slot.
+MAX_LORAS = 4
+ENGINE_ARGS = {"enable_lora": True, "max_lora_rank": RANK, "max_loras": MAX_LORAS,
                "enable_tower_connector_lora": True}
+# The reference engine keeps every adapter the family uses resident, so no
+# reference ever runs beside a full set of slots: what slot reuse does is
+# judged on the engine under test (test_base_untouched_with_every_slot_full).
+REFERENCE_MAX_LORAS = 32
 # Another draw of `tower`'s weights, under its name.
 RELOAD_SEED = 1
 

