@@ -304,7 +304,8 @@ def test_chunking_under_lora(runner, card, adapters, lora_args, lora_served, che
                        steer=card.steering())
     check.completed(run)
     check.chunks(run)
-    check.lora(adapter="tower", card=card.describe())
+    check.lora(adapter="tower", targets=lora.targets(adapters.tower))
+    check.note(card.describe())
     stated = card.stated_chunk(runner.model, engine_interpreter.python)
     answer = card.answer or card_answer(card.profile)
     check.note(chunks.check_passes_within_stated_chunk(run.observed or [], answer.free, answer.total, stated,

@@ -106,7 +106,7 @@ def test_engine_output_and_logs_stay_text(report):
 def test_summary_failures_by_cause_and_since(report):
     page = report.read_text()
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', page))
-    assert counts == {"fail": "1", "error": "1", "known issue": "1", "skip": "1", "pass": "1"}
+    assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "0", "skip": "1", "pass": "1"}
     assert '<div class="banner red">2 check(s) failed.</div>' in page
     causes = re.findall(r'<div class="cause-group" data-cause="([^"]+)"><h3>[^<]+ \((\d+)\)', page)
     assert causes == [("harness", "1"), ("oom", "1"), ("mismatch", "1")]
@@ -181,7 +181,7 @@ def test_browser_renders_report_without_errors(report, tmp_path):
     dom = done.stdout
     assert page_problems(dom, done.stderr) == []
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', dom))
-    assert counts == {"fail": "1", "error": "1", "known issue": "1", "skip": "1", "pass": "1"}
+    assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "0", "skip": "1", "pass": "1"}
     assert "5 of 5 checks" in dom
     # The failure's matplotlib figure was inflated into an image...
     assert re.search(r'<img class="memory-plot" alt="memory timeline of [^"]+" src="blob:', dom)

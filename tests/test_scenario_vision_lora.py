@@ -94,4 +94,4 @@ def test_chunking_under_tower_lora_is_reported(family):
     rec = records[f"test_chunking_under_lora[tp1-{MODEL}]"]
     passes = rec.evidence["passes"]
     assert passes and all(p["allowed"] >= 1 for p in passes)
-    assert rec.params["card"]["card"] == "l4-22g"
+    assert rec.params["card"] == "l4-22g" and rec.evidence["how"] == "emulated memory query"
