@@ -2,7 +2,7 @@
 cause and the input it concerns, so the report can say what broke and on what."""
 from __future__ import annotations
 
-from harness.comparators import agree_within_top_k, compare_greedy
+from harness.comparators import LOGPROB_STEPS, agree_within_top_k, compare_greedy
 from harness.engines.base import Engine
 from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result, cause_of
 from harness.verdicts import Cause, CheckFailure
@@ -34,11 +34,11 @@ def check_completed(results: list[Result], labels: list[str]) -> list[Completion
 
 
 def check_invariant(batched: Result, solo: Result, label: str, *, context: str = "batch",
-                    reference: str = "solo") -> dict:
+                    reference: str = "solo", logprob_steps: float = LOGPROB_STEPS) -> dict:
     """A clip's output in a batch equals its output alone (within near-ties);
     `reference` names the side it is held to (solo, TP 1)."""
     check_completed([batched, solo], [f"{label} ({context})", f"{label} ({reference})"])
-    return _held(compare_greedy(batched, solo, labels=(context, reference)), label,
+    return _held(compare_greedy(batched, solo, labels=(context, reference), logprob_steps=logprob_steps), label,
                  {context: batched.token_ids, reference: solo.token_ids})
 
 

@@ -28,8 +28,8 @@ BF16_STEP = 2 ** -7
 LOGPROB_STEPS = 4
 
 
-def logprob_tolerance(logprob: float) -> float:
-    return LOGPROB_STEPS * BF16_STEP * max(1.0, abs(logprob))
+def logprob_tolerance(logprob: float, steps: float = LOGPROB_STEPS) -> float:
+    return steps * BF16_STEP * max(1.0, abs(logprob))
 
 
 class Greedy(Protocol):
@@ -67,20 +67,21 @@ def _lp(logprobs: Sequence[dict[int, float]], pos: int, token: int) -> float | N
 
 def compare_greedy(left: Greedy, right: Greedy, *, labels: tuple[str, str] = ("left", "right"),
                    top_k: int = TOP_K, near_tie_nats: float = NEAR_TIE_NATS,
-                   check_logprobs: bool = True) -> Comparison:
+                   check_logprobs: bool = True, logprob_steps: float = LOGPROB_STEPS) -> Comparison:
     """`check_logprobs=False` for sides computed by different stacks (HF
-    against vLLM), whose numerics differ by more than kernel noise."""
+    against vLLM), whose numerics differ by more than kernel noise;
+    `logprob_steps` for sides whose sums are split differently (TP sizes)."""
     a, b = list(left.token_ids), list(right.token_ids)
     la, lb = labels
     if not a or not b:
         return Comparison(False, False, f"empty output: {la} has {len(a)} tokens, {lb} has {len(b)}")
     for pos, (ta, tb) in enumerate(zip(a, b)):
         if ta == tb:
-            moved = _logprob_moved(left, right, pos, ta) if check_logprobs else None
+            moved = _logprob_moved(left, right, pos, ta, logprob_steps) if check_logprobs else None
             if moved:
                 return Comparison(False, False, f"same token {ta} at position {pos}, but its logprob "
                                                 f"is {moved[0]:.4f} in {la} and {moved[1]:.4f} in {lb} "
-                                                f"(tolerance {logprob_tolerance(moved[0]):.4f} nats)")
+                                                f"(tolerance {logprob_tolerance(moved[0], logprob_steps):.4f} nats)")
             continue
         # The other side's view: its logprob for this side's token, from its top-k.
         a_in_b, b_in_a = _lp(right.logprobs, pos, ta), _lp(left.logprobs, pos, tb)
@@ -109,11 +110,12 @@ def compare_greedy(left: Greedy, right: Greedy, *, labels: tuple[str, str] = ("l
     return Comparison(True, True, f"identical {len(a)} tokens")
 
 
-def _logprob_moved(left: Greedy, right: Greedy, pos: int, token: int) -> tuple[float, float] | None:
+def _logprob_moved(left: Greedy, right: Greedy, pos: int, token: int,
+                   steps: float = LOGPROB_STEPS) -> tuple[float, float] | None:
     """(left's, right's) logprob of the token both chose, when they differ by
     more than kernel noise; None when within it or not reported."""
     x, y = _lp(left.logprobs, pos, token), _lp(right.logprobs, pos, token)
-    if x is None or y is None or abs(x - y) <= logprob_tolerance(x):
+    if x is None or y is None or abs(x - y) <= logprob_tolerance(x, steps):
         return None
     return x, y
 

@@ -75,9 +75,11 @@ def adapters(runner) -> lora.Adapters:
 
 
 @pytest.fixture(scope="module")
-def lora_args(tp) -> dict:
+def lora_args(runner, tp) -> dict:
     """The engine under test's settings."""
-    return {**lora.ENGINE_ARGS, **({"tensor_parallel_size": tp} if tp > 1 else {})}
+    rank = (runner.entry.lora or {}).get("max_lora_rank")
+    return {**lora.ENGINE_ARGS, **({"max_lora_rank": rank} if rank else {}),
+            **({"tensor_parallel_size": tp} if tp > 1 else {})}
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +149,23 @@ def test_adapter_takes_effect(name, runner, adapters, ref_args, lora_served, che
     base, adapted = work.labels
     check.note(effects.check_takes_effect(alone[adapted], alone[base], adapter=name, family=None,
                                           input_label="image"))
+
+
+def test_published_adapters_take_effect(runner, adapters, ref_args, lora_served, check):
+    """Each adapter the model matrix names for this model (`lora.published`:
+    hub ids or paths, GPU tier) changes an image prompt's output, alone on
+    the reference engine. Skipped where none is named. The comparison is
+    test_probe's (failed by the lora-ignore-vision-mlp mutation)."""
+    published = (runner.entry.lora or {}).get("published", [])
+    if not published:
+        pytest.skip("no published adapters named for this model in models.toml (lora.published)")
+    for source in published:
+        adapter = adapters.published(source)
+        work = lora.effect("image", adapter)
+        alone = runner.each_alone(work, SAMPLING, engine_args=ref_args)
+        base, adapted = work.labels
+        check.note({source: effects.check_takes_effect(alone[adapted], alone[base], adapter=source,
+                                                       family=None, input_label="image")})
 
 
 def test_tower_adapter_leaves_text_alone(runner, adapters, ref_args, lora_served, check):

@@ -175,3 +175,14 @@ def test_heads_must_split_over_the_ranks(tmp_path):
     heads_divide(tmp_path, 2)
     with pytest.raises(NotHostable, match="divisible by 4; this build has 2"):
         heads_divide(tmp_path, 4)
+
+
+def test_tp_sizes_are_held_to_the_measured_tp_tolerance():
+    """0.16 nats between TP 1 and TP 2 is within the measured TP noise (it
+    is not within one stack's), 0.5 nats is not."""
+    effects.same_across_tp(out(1, 2, lp=-1.64), out(1, 2, lp=-1.80), "x", 2)
+    with pytest.raises(CheckFailure) as e:
+        effects.same_across_tp(out(1, 2, lp=-1.2), out(1, 2, lp=-1.7), "x", 2)
+    assert e.value.cause == Cause.MISMATCH and "in TP 2" in e.value.message and "in TP 1" in e.value.message
+    # On one stack the same 0.16 nats is an adapter's effect, not noise.
+    assert effects.changed(out(1, 2, lp=-1.64), out(1, 2, lp=-1.80))[0]

@@ -39,6 +39,8 @@ def test_modality_filter(tmp_path):
     (GOOD.replace('name = "a"', 'name = "a"\ncard = "l4-2g"'), "card: unknown card profile 'l4-2g'"),
     (GOOD.replace('name = "a"', 'name = "a"\ncard = 22'), "card: "),
     (GOOD.replace('name = "a"', 'name = "a"\nbuild = 1'), "build must be a table"),
+    (GOOD.replace('name = "a"', 'name = "a"\nlora = { adapters = ["x"] }'), "lora must be a table with only"),
+    (GOOD.replace('name = "a"', 'name = "a"\nlora = { published = "org/x" }'), "lora must be a table with only"),
     (GOOD.replace('name = "a"', 'name = "a"\nbuild = { audio_config = {} }').replace("tiny:gemma4", "org/m"),
      "only a tiny model has one"),
 ])
@@ -69,3 +71,12 @@ def test_card_and_build_fields(tmp_path):
 def test_quantized_entries_are_the_quantized_tiny_builds():
     assert {e.name for e in models_for("cpu") if e.quantized} == {"tiny-gemma4-awq"}
     assert not any(e.quantized for e in models_for("gpu"))  # hub checkpoints are not dequantized here
+
+
+def test_lora_entries_run_the_lora_family(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text(GOOD.replace('name = "a"', 'name = "a"\nlora = { published = ["org/x"], max_lora_rank = 16 }'))
+    [entry] = load_matrix(path)["cpu"]
+    assert entry.lora == {"published": ["org/x"], "max_lora_rank": 16}
+    shipped = {e.name for e in models_for("cpu") if e.lora is not None}
+    assert shipped == {"tiny-gemma4", "tiny-gemma3n"}

@@ -63,7 +63,11 @@ class Run:
     def _resolve(self) -> None:
         if self._go is not None:
             go, self._go = self._go, None
-            go(self)
+            try:
+                go(self)
+            except BaseException:  # a skip (a TP size not hostable here): the next reader meets it too
+                self._go = go
+                raise
 
     @property
     def use(self) -> EngineUse:

@@ -171,8 +171,8 @@ class Runner:
     def _open(self, kind: str, scenario: str, args: dict, extra_env: dict) -> EngineUse:
         tp = tensor_parallel(args)
         try:  # a TP size this machine cannot host is skipped, saying why
-            heads_divide(self.model, tp)
             env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
+            heads_divide(self.model, tp)
         except NotHostable as e:
             pytest.skip(str(e))
         use = EngineUse(kind, scenario, self.entry)

@@ -81,6 +81,14 @@ class Adapters:
     def tower_reloaded(self) -> LoraAdapter:
         return self.of(crafted.AdapterSpec("tower", crafted.STANDARD["tower"], seed=RELOAD_SEED))
 
+    def published(self, source: str) -> LoraAdapter:
+        """An adapter named in the model matrix by hub id or path (the engine
+        and peft fetch it themselves), named after its last path part."""
+        key = ("published", source)
+        if key not in self._ids:
+            self._ids[key] = len(self._ids) + 1
+        return LoraAdapter(name=Path(source).name, path=source, id=self._ids[key])
+
     def probe(self, family: str) -> LoraAdapter:
         return self.of(crafted.AdapterSpec(f"probe-{family}", (family,)))
 
