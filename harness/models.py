@@ -18,7 +18,7 @@ TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
 OPTIONAL = ("env", "gated", "notes", "card", "build", "lora")
-LORA_KEYS = ("published", "max_lora_rank")
+LORA_KEYS = ("published", "max_lora_rank", "tp_sizes")
 TINY_PREFIX = "tiny:"
 
 
@@ -42,7 +42,8 @@ class ModelEntry:
     build: dict = field(default_factory=dict, hash=False)
     # The LoRA family runs for entries that have this table (crafted adapters);
     # `published`: adapters by hub id or path (GPU tier), beside the crafted;
-    # `max_lora_rank`: the engine's, when a published adapter's rank is above 8.
+    # `max_lora_rank`: the engine's, when a published adapter's rank is above 8;
+    # `tp_sizes`: the TP sizes it runs (default all the family has).
     lora: dict | None = field(default=None, hash=False)
 
     @property
@@ -89,10 +90,12 @@ def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
     if lora is not None and not (isinstance(lora, dict) and set(lora) <= set(LORA_KEYS)
                                  and isinstance(lora.get("published", []), list)
                                  and all(isinstance(a, str) for a in lora.get("published", []))
-                                 and isinstance(lora.get("max_lora_rank", 8), int)):
+                                 and isinstance(lora.get("max_lora_rank", 8), int)
+                                 and isinstance(lora.get("tp_sizes", []), list)
+                                 and all(isinstance(n, int) and n > 0 for n in lora.get("tp_sizes", []))):
         raise ModelMatrixError(f"{label}: lora must be a table with only {list(LORA_KEYS)} "
-                               f"(a list of adapter hub ids or paths; the largest rank they have), "
-                               f"got {lora!r}")
+                               f"(a list of adapter hub ids or paths; the largest rank they have; "
+                               f"a list of TP sizes), got {lora!r}")
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
                       modalities=frozenset(mods), engine_args=dict(raw["engine_args"]),
                       env={k: str(v) for k, v in raw.get("env", {}).items()},

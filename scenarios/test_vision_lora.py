@@ -15,9 +15,11 @@ the greedy output of HF transformers + peft, or its check fails its premise.
 References are isolated: each prompt alone on a reference engine with its
 caches off, media renamed afresh (the runner's `each_alone`).
 
-Runs at TP 1, 2 and 4; a size this machine cannot host is skipped saying
-why. On the CPU tier TP 2 is about 12x slower, so above TP 1 it runs the
-takes-effect, mixed-batch and TP-invariance checks only.
+Runs at TP 1, 2 and 4, or the sizes a matrix entry names (`lora.tp_sizes`:
+the tiny Gemma4's 2 heads do not split 4 ways, so tiny-gemma4-heads4 runs
+TP 4); a size this machine cannot host is skipped saying why. On the CPU
+tier TP 2 is about 12x slower, so above TP 1 it runs the takes-effect,
+mixed-batch and TP-invariance checks only.
 
 Workload -> run -> checks.
 """
@@ -63,7 +65,11 @@ def tp(request) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _cpu_tp_subset(request, runner, tp):
+def _tp_subset(request, runner, tp):
+    sizes = (runner.entry.lora or {}).get("tp_sizes", list(TP_SIZES))
+    if tp not in sizes:
+        pytest.skip(f"TP {tp}: this entry runs TP {sizes} (models.toml lora.tp_sizes: "
+                    f"{runner.entry.notes or 'see the entry'})")
     if tp > 1 and runner.entry.tier == "cpu" and request.function.__name__ not in CPU_CHECKS_ABOVE_TP1:
         pytest.skip(f"CPU tier: TP {tp} is about 12x slower than TP 1, so above TP 1 it runs "
                     f"{', '.join(CPU_CHECKS_ABOVE_TP1)} only")

@@ -160,12 +160,14 @@ def test_passes_over_the_stated_chunk_fail_over_budget():
 
 # --- TP placement --------------------------------------------------------------
 
-def test_cpu_tp_binds_one_group_per_rank_or_says_why_not():
+def test_cpu_tp_binds_one_group_per_rank_sharing_cores_when_short():
     assert placement(1, "cpu", cores=[0, 1]) == {}
     assert placement(2, "cpu", cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
     assert placement(2, "cpu", cores=[0, 1, 2, 3]) == {"VLLM_CPU_OMP_THREADS_BIND": "0,1|2,3"}
-    with pytest.raises(NotHostable, match="needs 4 OpenMP bind groups.*has 2 core"):
-        placement(4, "cpu", cores=[0, 1])
+    assert placement(4, "cpu", cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0|1|0|1"}
+
+
+def test_gpu_tp_needs_as_many_gpus():
     with pytest.raises(NotHostable, match="TP 4 needs 4 GPUs; this machine has 2"):
         placement(4, "gpu", gpus=2)
 

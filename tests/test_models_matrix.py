@@ -79,4 +79,4 @@ def test_lora_entries_run_the_lora_family(tmp_path):
     [entry] = load_matrix(path)["cpu"]
     assert entry.lora == {"published": ["org/x"], "max_lora_rank": 16}
     shipped = {e.name for e in models_for("cpu") if e.lora is not None}
-    assert shipped == {"tiny-gemma4", "tiny-gemma3n"}
+    assert shipped == {"tiny-gemma4", "tiny-gemma4-heads4", "tiny-gemma3n"}

@@ -1,8 +1,9 @@
 """Where a tensor-parallel engine runs, or why this machine cannot host it.
 
 GPU tier: TP n needs n GPUs. CPU tier: vLLM's CPU backend runs one rank per
-OpenMP thread group, `VLLM_CPU_OMP_THREADS_BIND` gives each rank its cores
-("0|1" for two ranks on two cores), and a rank needs a core of its own.
+OpenMP thread group, and `VLLM_CPU_OMP_THREADS_BIND` gives each rank its
+cores ("0|1" for two ranks on two cores). With fewer cores than ranks, ranks
+share cores in turn ("0|1|0|1": measured to run TP 4 on 2 cores, slowly).
 Either way the model's attention heads must split evenly across the ranks.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ def tensor_parallel(engine_args: dict) -> int:
 def placement(tp: int, tier: str, *, cores: list[int] | None = None,
               gpus: int | None = None) -> dict[str, str]:
     """The engine's environment for TP `tp` on this tier's machine; raises
-    NotHostable when the machine has too few cores or GPUs."""
+    NotHostable when a GPU machine has too few GPUs."""
     if tp == 1:
         return {}
     if tier == "gpu":
@@ -35,11 +36,11 @@ def placement(tp: int, tier: str, *, cores: list[int] | None = None,
             raise NotHostable(f"TP {tp} needs {tp} GPUs; this machine has {count}")
         return {}
     cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
-    if len(cores) < tp:
-        raise NotHostable(f"TP {tp} on the CPU tier needs {tp} OpenMP bind groups of at least one "
-                          f"core each ({BIND_ENV}); this machine has {len(cores)} core(s)")
-    per = len(cores) // tp
-    groups = [cores[i * per:(i + 1) * per] for i in range(tp)]
+    if len(cores) >= tp:
+        per = len(cores) // tp
+        groups = [cores[i * per:(i + 1) * per] for i in range(tp)]
+    else:
+        groups = [[cores[i % len(cores)]] for i in range(tp)]
     return {BIND_ENV: "|".join(",".join(map(str, g)) for g in groups)}
 
 
