@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fixtures import media  # noqa: E402
 from fixtures.adapters import AdapterSpec, build_adapter, standard  # noqa: E402
-from harness.comparators import agree_within_top_k, compare_greedy  # noqa: E402
+from harness.comparators import agree_within_top_k, chosen_logprob_deltas, compare_greedy  # noqa: E402
 from harness.engines.base import Sampling  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402
@@ -74,16 +74,6 @@ COUNT_ONLY = {
 SPECS = [standard("lm"), standard("tower"),
          *(AdapterSpec(f"probe-{f}", (f,)) for f in ("vision.q", "vision.down", "connector.vision",
                                                      "language.down"))]
-
-
-def chosen_deltas(a, b) -> list[float]:
-    """|Δ logprob| of the chosen token at each position before the first divergence."""
-    out = []
-    for ta, tb, la, lb in zip(a.token_ids, b.token_ids, a.logprobs, b.logprobs):
-        if ta != tb:
-            break
-        out.append(abs(la[ta] - lb[tb]))
-    return out
 
 
 def split_gaps(h, v, comparison) -> str:
@@ -144,7 +134,7 @@ def main() -> None:
         equal = agree = 0
         for (name, k), h in hf.items():
             v = vllm[name, k]
-            d = chosen_deltas(h, v)
+            d = chosen_logprob_deltas(h, v)
             worst = max(worst, max(d, default=0.0))
             top5 = agree_within_top_k(h, v, labels=("hf", "vllm"))
             tie = compare_greedy(h, v, labels=("hf", "vllm"), check_logprobs=False)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.comparators import chosen_logprob_deltas  # noqa: E402
 from harness.engines.base import Sampling  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402
@@ -22,16 +23,6 @@ from harness.workloads import audio  # noqa: E402
 from harness.workloads.chat import with_uuids  # noqa: E402
 
 SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
-
-
-def deltas(a, b) -> list[float]:
-    """|Δ logprob| of the chosen token at every position where both chose it."""
-    out = []
-    for ta, tb, la, lb in zip(a.token_ids, b.token_ids, a.logprobs, b.logprobs):
-        if ta != tb:
-            break
-        out.append(abs(la[ta] - lb[tb]))
-    return out
 
 
 def main() -> None:
@@ -50,7 +41,7 @@ def main() -> None:
             runs[f"batch{n}"] = engine.chat([with_uuids(c, f"b{n}-{i}") for i, c in enumerate(convs)],
                                             SAMPLING)
     for x, y in itertools.combinations(runs, 2):
-        d = [v for a, b in zip(runs[x], runs[y]) for v in deltas(a, b)]
+        d = [v for a, b in zip(runs[x], runs[y]) for v in chosen_logprob_deltas(a, b)]
         same = sum(a.token_ids == b.token_ids for a, b in zip(runs[x], runs[y]))
         print(f"{x:>6} vs {y:<6}: {same}/4 token-equal, max |Δlogprob| {max(d):.4f} nats, "
               f"mean {sum(d) / len(d):.4f} over {len(d)} positions")

@@ -129,3 +129,14 @@ def agree_within_top_k(reference: Greedy, engine: Greedy, *, labels: tuple[str, 
     tolerance: compare_greedy's other criteria are for one stack's noise."""
     return compare_greedy(reference, engine, labels=labels, top_k=top_k, near_tie_nats=float("inf"),
                           check_logprobs=False)
+
+
+def chosen_logprob_deltas(left: Greedy, right: Greedy) -> list[float]:
+    """|Δ logprob| of the chosen token at each position before the first
+    divergence: what the noise benchmarks measure tolerances from."""
+    out = []
+    for ta, tb, la, lb in zip(left.token_ids, right.token_ids, left.logprobs, right.logprobs):
+        if ta != tb:
+            break
+        out.append(abs(la[ta] - lb[tb]))
+    return out
