@@ -33,6 +33,7 @@ from harness.engines.base import Sampling
 from harness.engines.server import RUNTIME_LORA_ENV
 from harness.lora import effects
 from harness.lora.families import FAMILIES
+from harness.runner.runner import REFERENCE_ARGS
 from harness.workloads import lora, vision
 
 pytestmark = [pytest.mark.lora, pytest.mark.engine]
@@ -82,10 +83,18 @@ def adapters(runner) -> lora.Adapters:
 
 @pytest.fixture(scope="module")
 def lora_args(runner, tp) -> dict:
-    """The engine under test's settings."""
+    """The engine under test's settings. On the CPU tier above TP 1 they are
+    the reference engine's (caches off, every adapter resident), so one
+    engine per TP size serves the runs and their references: a TP 2 or 4
+    engine takes 50-90 s to start on 2 cores. Each request still has fresh
+    media names and no cache to meet, and the checks run there (adapters
+    taking effect, rows as solo, TP invariance) are about TP, not caches."""
     rank = (runner.entry.lora or {}).get("max_lora_rank")
-    return {**lora.ENGINE_ARGS, **({"max_lora_rank": rank} if rank else {}),
+    args = {**lora.ENGINE_ARGS, **({"max_lora_rank": rank} if rank else {}),
             **({"tensor_parallel_size": tp} if tp > 1 else {})}
+    if tp > 1 and runner.entry.tier == "cpu":
+        args |= {"max_loras": lora.REFERENCE_MAX_LORAS, **REFERENCE_ARGS}
+    return args
 
 
 @pytest.fixture(scope="module")
@@ -216,16 +225,22 @@ def test_hf_agreement(name, runner, adapters, ref_args, lora_served, check):
     """On the tiny builds, vLLM under each adapter agrees with HF
     transformers + peft on the same image and text prompts: token-equal, or
     split at a near-tie within the top-5 (see harness.checks.check_agreement,
-    and benchmarks/lora_hf_agreement.py for the measured agreement). The
+    and benchmarks/lora_hf_agreement.py for the measured agreement). Premise:
+    that comparator tells HF's adapted answer to the image from its base
+    answer (else agreement would not see the adapter dropped). The
     comparator is the quantized family's cross-stack one, shown to fail on
-    crafted outputs (tests/test_checks.py)."""
+    crafted outputs (tests/test_checks.py), the premise in
+    tests/test_lora_effects.py."""
     if runner.entry.tiny_arch is None:
         pytest.skip("HF + peft reference: tiny builds only (a hub checkpoint is too heavy for it here)")
     adapter = _by_name(adapters, name)
     work = lora.workload(f"hf-{name}", [lora.request("image", adapter), lora.request("text", adapter)])
     check.lora(adapter=name, targets=lora.targets(adapter))
-    check.agrees(runner.each_alone(work, SAMPLING, engine_args=ref_args),
-                 runner.hf_reference(work, SAMPLING))
+    hf = runner.hf_reference(work, SAMPLING)
+    if adapter is not None:  # premise: the comparator would see the adapter dropped
+        hf_base = runner.hf_reference(lora.effect("image", adapter), SAMPLING)
+        check.note(effects.check_agreement_premise(hf[0], hf_base[0], f"image@{name}"))
+    check.agrees(runner.each_alone(work, SAMPLING, engine_args=ref_args), hf)
 
 
 # --- checks: adapters in one step -------------------------------------------------

@@ -188,3 +188,15 @@ def test_tp_sizes_are_held_to_the_measured_tp_tolerance():
     assert e.value.cause == Cause.MISMATCH and "in TP 2" in e.value.message and "in TP 1" in e.value.message
     # On one stack the same 0.16 nats is an adapter's effect, not noise.
     assert effects.changed(out(1, 2, lp=-1.64), out(1, 2, lp=-1.80))[0]
+
+
+def test_agreement_premise_needs_a_comparator_that_sees_the_adapter():
+    """A first-token flip at a near-tie is what top-5 agreement accepts: an
+    agreement check could not tell the adapter was dropped."""
+    near = Completion(text="", token_ids=[7, 2], logprobs=[{7: -1.0, 8: -1.1}, {2: -0.1}], finish_reason="length")
+    adapted = Completion(text="", token_ids=[8, 3], logprobs=[{8: -1.0, 7: -1.1}, {3: -0.1}], finish_reason="length")
+    with pytest.raises(CheckFailure) as e:
+        effects.check_agreement_premise(adapted, near, "image@probe-vision.q")
+    assert e.value.cause == Cause.PREMISE and "agreement would prove nothing" in e.value.message
+    far = Completion(text="", token_ids=[9, 9], logprobs=[{9: -0.1}, {9: -0.1}], finish_reason="length")
+    assert "tells" in effects.check_agreement_premise(adapted, far, "x")["agreement_premise"]
