@@ -39,15 +39,17 @@ class HfReference:
     def __init__(self, model_dir: str | Path, dtype: str = "float32", adapter: str | Path | None = None):
         import torch
         import transformers
-        from transformers import AutoModelForImageTextToText, AutoTokenizer
+        from transformers import AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
         self.identity = {"distribution": "transformers", "version": transformers.__version__,
                          "torch": torch.__version__, "device": "cpu", "python": sys.executable,
                          "dtype": dtype}
         self.model_dir = Path(model_dir)
         self.dtype = getattr(torch, dtype)
+        # Everything is read now: the directory may be gone once this returns
+        # (the runner's dequantized model lives in a temporary one).
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self._processor = None
+        self.processor = AutoProcessor.from_pretrained(self.model_dir)
         model = AutoModelForImageTextToText.from_pretrained(self.model_dir, dtype=self.dtype)
         self.adapter = Path(adapter) if adapter is not None else None
         if self.adapter is not None:
@@ -57,14 +59,6 @@ class HfReference:
             model = PeftModel.from_pretrained(model, self.adapter)
             self.identity |= {"peft": peft.__version__, "adapter": str(self.adapter)}
         self.model = model.eval()
-
-    @property
-    def processor(self):
-        if self._processor is None:
-            from transformers import AutoProcessor
-
-            self._processor = AutoProcessor.from_pretrained(self.model_dir)
-        return self._processor
 
     def prompt_ids(self, conversation: list[dict]) -> list[int]:
         return self.inputs(conversation)["input_ids"][0].tolist()

@@ -19,7 +19,7 @@ Runs at TP 1, 2 and 4, or the sizes a matrix entry names (`lora.tp_sizes`:
 the tiny Gemma4's 2 heads do not split 4 ways, so tiny-gemma4-heads4 runs
 TP 4); a size this machine cannot host is skipped saying why. On the CPU
 tier TP 2 is about 12x slower, so above TP 1 it runs the takes-effect,
-mixed-batch and TP-invariance checks only.
+mixed-batch and TP-invariance checks only, on one engine per TP size.
 
 Workload -> run -> checks.
 """
@@ -72,8 +72,8 @@ def _tp_subset(request, runner, tp):
         pytest.skip(f"TP {tp}: this entry runs TP {sizes} (models.toml lora.tp_sizes: "
                     f"{runner.entry.notes or 'see the entry'})")
     if tp > 1 and runner.entry.tier == "cpu" and request.function.__name__ not in CPU_CHECKS_ABOVE_TP1:
-        pytest.skip(f"CPU tier: TP {tp} is about 12x slower than TP 1, so above TP 1 it runs "
-                    f"{', '.join(CPU_CHECKS_ABOVE_TP1)} only")
+        pytest.skip(f"CPU tier: TP {tp} is many times slower than TP 1 (TP 2 about 12x), so above "
+                    f"TP 1 it runs {', '.join(CPU_CHECKS_ABOVE_TP1)} only")
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,8 @@ def _by_name(adapters: lora.Adapters, name: str | None):
 
 def _hf_premise(runner, check, work) -> None:
     """HF transformers + peft shows the adapter's effect on this work (tiny
-    builds; a hub checkpoint's HF run is left to the reference issue)."""
+    builds only: this harness runs HF on the CPU, where a hub checkpoint
+    does not fit; noted in the record)."""
     if runner.entry.tiny_arch is None:
         check.note({"hf_premise": "not run: HF + peft on a hub checkpoint is too heavy for this tier"})
         return

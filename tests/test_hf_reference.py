@@ -120,3 +120,16 @@ def test_comparator_premise_refuses_an_answer_within_top_k():
     assert hf_changes_output(near, adapted) and not comparator_sees_adapter(near, adapted)
     far = Completion(text="", token_ids=[9, 6], logprobs=[{9: -0.1}, {6: -0.1}], finish_reason="length")
     assert comparator_sees_adapter(far, adapted)
+
+
+def test_reads_everything_before_its_directory_goes(gemma4, tmp_path):
+    """The runner loads the dequantized model from a temporary directory that
+    is removed once the reference is built: nothing may be read later."""
+    import shutil
+
+    copy = tmp_path / "model"
+    shutil.copytree(gemma4, copy)
+    ref = HfReference(copy)
+    shutil.rmtree(copy)
+    [text, image] = ref.chat([TEXT, IMAGE], Sampling(max_tokens=2))
+    assert len(text.token_ids) == 2 and len(image.token_ids) == 2
