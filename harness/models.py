@@ -17,7 +17,7 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional")
 LORA_KEYS = ("published", "max_lora_rank", "tp_sizes")
 TINY_PREFIX = "tiny:"
 
@@ -45,6 +45,8 @@ class ModelEntry:
     # `max_lora_rank`: the engine's, when a published adapter's rank is above 8;
     # `tp_sizes`: the TP sizes it runs (default all the family has).
     lora: dict | None = field(default=None, hash=False)
+    # Runs only when named with --model: too slow for the tier's default run.
+    optional: bool = False
 
     @property
     def tiny_arch(self) -> str | None:
@@ -101,7 +103,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
                       card=card, build=dict(raw.get("build", {})),
-                      lora=None if lora is None else dict(lora))
+                      lora=None if lora is None else dict(lora), optional=bool(raw.get("optional", False)))
 
 
 def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:

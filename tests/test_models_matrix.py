@@ -80,3 +80,4 @@ def test_lora_entries_run_the_lora_family(tmp_path):
     assert entry.lora == {"published": ["org/x"], "max_lora_rank": 16}
     shipped = {e.name for e in models_for("cpu") if e.lora is not None}
     assert shipped == {"tiny-gemma4", "tiny-gemma4-heads4", "tiny-gemma3n"}
+    assert [e.name for e in models_for("cpu") if e.optional] == ["tiny-gemma4-heads4"]

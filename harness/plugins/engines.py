@@ -55,8 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--models-file", default=None,
                 help="model matrix TOML (default: models.toml at the repo root)")
     g.addoption("--model", action="append", default=[], metavar="NAME",
-                help="run only this matrix entry, by its exact name (repeatable); -k matches "
-                     "substrings, so -k tiny-gemma4 also selects tiny-gemma4-awq")
+                help="run only this matrix entry, by its exact name (repeatable; the way to run "
+                     "an `optional` entry); -k matches substrings, so -k tiny-gemma4 also selects "
+                     "tiny-gemma4-awq")
     g.addoption("--engine-python", default=None,
                 help="interpreter (or venv) that runs the engine; default: the harness's own")
     g.addoption("--engine-url", default=None,
@@ -86,7 +87,7 @@ def _selected(entries: list[ModelEntry], names: list[str], tier: str) -> list[Mo
     unknown = sorted(set(names) - {e.name for e in entries})
     if unknown:
         raise ValueError(f"--model: no {tier}-tier entry named {unknown}; known: {[e.name for e in entries]}")
-    return [e for e in entries if not names or e.name in names]
+    return [e for e in entries if e.name in names] if names else [e for e in entries if not e.optional]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
