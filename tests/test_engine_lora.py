@@ -1,34 +1,19 @@
-"""LoRA adapters per request on the real CPU engine (the tiny Gemma4 with
-tower/connector LoRA): one batch of base and two adapters answers each as
-that adapter alone does, the observer sees the step that held all three
-under their names, and the families name the layers vLLM wraps. One engine
-start. The lora-ignore-vision-mlp fault is shown by the scenario's mutation
-run (tests/test_mutations.py), which names the family it silences."""
+"""LoRA adapters per request, without an engine: one adapter (or none) per
+conversation, and the server's load/unload of an adapter against a stand-in
+that answers as vLLM 0.32.0's routes do. On the real engine the family's
+own run shows the rest (tests/test_scenario_vision_lora.py: each request
+under its adapter in one observed step, the layers vLLM wraps), and its
+mutation run the lora-ignore-vision-mlp fault (tests/test_mutations.py)."""
 import json
-import re
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from fixtures.adapters import AdapterSpec, build_adapter
-from harness.engines.base import LoraAdapter, Sampling, per_conversation
+from harness.engines.base import LoraAdapter, per_conversation
 from harness.engines.observations import step_adapters, wrapped_lora_modules
-from harness.engines.offline import OfflineEngine
 from harness.engines.openai_engine import AdapterLoadFailed, OpenAIEngine
-from harness.engines.results import Completion
-from harness.lora.families import FAMILIES
-from harness.workloads import vision
-from harness.workloads.chat import user
 
-LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4,
-             "enable_tower_connector_lora": True}
-SAMPLING = Sampling(max_tokens=6)
-# The probes' module families, one each.
-PROBES = {"lm": "language.q", "tq": "vision.q", "gate": "vision.gate"}
-
-
-# --- without an engine ------------------------------------------------------
 
 def test_adapter_ids_are_vllm_lora_int_ids():
     with pytest.raises(ValueError, match="id must be >= 1"):
@@ -123,61 +108,3 @@ def test_an_unanswered_load_is_bounded():
     engine.base_url = "http://127.0.0.1:9"  # discard port: nothing listens
     with pytest.raises(AdapterLoadFailed, match="no answer"):
         engine.load_adapter(LoraAdapter("probe", "/a", 1), timeout=2)
-
-
-# --- on the engine ----------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def adapters(tiny_gemma4, tmp_path_factory):
-    # Three adapters: the last slot (max_loras - 1) stays empty (finding 007).
-    return {name: LoraAdapter(name, str(build_adapter(tiny_gemma4[0], AdapterSpec(name, (family,)))), i + 1)
-            for i, (name, family) in enumerate(PROBES.items())}
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_gemma4, interpreter, tmp_path_factory):
-    model, args = tiny_gemma4
-    engine = OfflineEngine(model, args | LORA_ARGS, interpreter, tmp_path_factory.mktemp("lora") / "engine.log")
-    engine.start()
-    yield engine
-    assert engine.close() == []
-
-
-@pytest.fixture(scope="module")
-def image_conv():
-    return vision.encoder_workload(1, video_frames=4, videos=0).requests[0].conversation
-
-
-def _tokens(results):
-    assert all(isinstance(r, Completion) for r in results), results
-    return [r.token_ids for r in results]
-
-
-@pytest.mark.engine
-def test_each_request_runs_its_own_adapter_in_one_batch(engine, adapters, image_conv):
-    lm, tq = adapters["lm"], adapters["tq"]
-    offset = engine.observations.mark()
-    batch = _tokens(engine.chat([image_conv] * 3, SAMPLING, adapters=[None, lm, tq]))
-    events = engine.observations.since(offset)
-    alone = [_tokens(engine.chat([image_conv], SAMPLING, adapters=[a]))[0] for a in (None, lm, tq)]
-    [plain] = _tokens(engine.chat([image_conv], SAMPLING))
-    # The premise: each adapter changes the answer, and not as the other does.
-    assert len({tuple(t) for t in alone}) == 3, alone
-    assert batch == alone
-    assert batch[0] == plain
-    # Observed inside the engine: one step held all three, each under its name.
-    both = [s for s in step_adapters(events) if len(s) == 3]
-    assert both and sorted(both[0].values(), key=str) == [None, "lm", "tq"], step_adapters(events)
-    [encoder] = [e for e in events if e["event"] == "encoder"]
-    assert encoder["tower_lora"] == {"active": True, "adapters": [None, "lm", "tq"]}, encoder
-
-
-@pytest.mark.engine
-def test_the_families_name_the_layers_vllm_wraps(engine):
-    wrapped = wrapped_lora_modules(engine.observations.since(0))
-    assert wrapped, "the engine reported no LoRA layers"
-    for name in ("vision.q", "vision.k", "vision.v", "vision.o", "vision.gate", "vision.up",
-                 "vision.down", "connector.vision"):
-        assert [m for m in wrapped if re.fullmatch(FAMILIES[name].vllm_pattern, m)], (name, wrapped)
-    for name in ("language.q", "language.gate", "language.down"):
-        assert len([m for m in wrapped if re.fullmatch(FAMILIES[name].vllm_pattern, m)]) == 2, name

@@ -5,6 +5,8 @@ engine serves no LoRA for, gets one `unsupported` verdict with the engine's
 message. TP 2 runs in `make run` only (about 12x slower), and so does the
 all-four-modalities mix: it kills the engine as the image-video-text mix
 does (finding 005), and a second crash costs a second engine start."""
+import json
+
 import pytest
 
 from harness.lora.families import FAMILIES
@@ -97,3 +99,21 @@ def test_chunking_under_tower_lora_is_reported(family):
     passes = rec.evidence["passes"]
     assert passes and all(p["allowed"] >= 1 for p in passes)
     assert rec.params["card"] == "l4-22g" and rec.evidence["how"] == "emulated memory query"
+
+
+def test_the_families_name_the_layers_vllm_wraps(family):
+    """What the engine's LoRA manager wrapped (observed in the engine, the
+    `lora_modules` event): every vision, connector and language family
+    present in the tiny Gemma4 matches the layers vLLM wrapped, so a probe
+    targets what the engine really adapts."""
+    import re
+
+    from harness.engines.observations import wrapped_lora_modules
+    _, _, run_dir = family
+    events = [json.loads(line) for path in sorted((run_dir / "engines").glob("*tiny-gemma4.observe.jsonl"))
+              for line in path.read_text().splitlines() if line.strip()]
+    wrapped = wrapped_lora_modules(events)
+    assert wrapped, "no engine reported the layers it wrapped"
+    for name, fam in FAMILIES.items():
+        if fam.part in ("vision", "language") or name == "connector.vision":
+            assert [m for m in wrapped if re.fullmatch(fam.vllm_pattern, m)], (name, wrapped)
