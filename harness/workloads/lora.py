@@ -62,12 +62,13 @@ class Adapters:
     base_dir: Path
     _ids: dict = field(default_factory=dict)
 
+    def _numbered(self, name: str, path: str) -> LoraAdapter:
+        """One vLLM id per adapter version (name and weights), from 1."""
+        number = self._ids.setdefault((name, path), len(self._ids) + 1)
+        return LoraAdapter(name=name, path=path, id=number)
+
     def of(self, spec: "crafted.AdapterSpec") -> LoraAdapter:
-        path = str(crafted.build_adapter(self.base_dir, spec))
-        key = (spec.name, path)
-        if key not in self._ids:
-            self._ids[key] = len(self._ids) + 1
-        return LoraAdapter(name=spec.name, path=path, id=self._ids[key])
+        return self._numbered(spec.name, str(crafted.build_adapter(self.base_dir, spec)))
 
     @property
     def tower(self) -> LoraAdapter:
@@ -84,10 +85,7 @@ class Adapters:
     def published(self, source: str) -> LoraAdapter:
         """An adapter named in the model matrix by hub id or path (the engine
         and peft fetch it themselves), named after its last path part."""
-        key = ("published", source)
-        if key not in self._ids:
-            self._ids[key] = len(self._ids) + 1
-        return LoraAdapter(name=Path(source).name, path=source, id=self._ids[key])
+        return self._numbered(Path(source).name, source)
 
     def probe(self, family: str) -> LoraAdapter:
         return self.of(crafted.AdapterSpec(f"probe-{family}", (family,)))
