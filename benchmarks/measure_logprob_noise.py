@@ -1,7 +1,7 @@
 """How far apart the chosen tokens' logprobs are when nothing is wrong: the
 same requests run twice alone, and twice in one batch, on the CPU tier's
 tiny Gemma4. The comparator's logprob tolerance is set from these figures
-(harness/comparators.py LOGPROB_TOLERANCE). Prints figures, asserts nothing.
+(harness/checks/comparators.py LOGPROB_TOLERANCE). Prints figures, asserts nothing.
 
 usage: .venv/bin/python benchmarks/measure_logprob_noise.py
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.comparators import chosen_logprob_deltas  # noqa: E402
+from harness.checks.comparators import chosen_logprob_deltas  # noqa: E402
 from harness.engines.base import Sampling  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402

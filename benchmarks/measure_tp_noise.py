@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.comparators import BF16_STEP  # noqa: E402
+from harness.checks.comparators import BF16_STEP  # noqa: E402
 from harness.engines.base import Sampling  # noqa: E402
 from harness.engines.interpreter import EngineInterpreter  # noqa: E402
 from harness.engines.offline import OfflineEngine  # noqa: E402

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixtures.tiny_models.recipes import RECIPES
-from harness.card.profiles import UnknownCard, get_profile
+from harness.memory.card.profiles import UnknownCard, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "models.toml"

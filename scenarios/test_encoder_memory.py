@@ -7,10 +7,10 @@ memory, not free, and a transient F.one_hot buffer of 2.88 GiB hit OOM.
 Every model runs on a card: `--card`, or its default in models.toml. On the
 GPU tier a ballast leaves the card's capacity free; on the CPU tier the
 engine's memory query answers the card's figures, scaled to the tiny model
-(harness/card/emulation.py). The engine's own processes record what the
+(harness/memory/card/emulation.py). The engine's own processes record what the
 query answered, what the chunk function was passed and answered, and each
 pass through the vision tower with the transient it took
-(harness/card/chunks.py); a record shows "free X, total Y -> chunks of k
+(harness/memory/card/chunks.py); a record shows "free X, total Y -> chunks of k
 for n items".
 
 Workload -> run -> checks.
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.budget_probe import check_encoder_chunk, load_gemma4_encoder_chunk
-from harness.card import chunks
+from harness.checks.budget_probe import check_encoder_chunk, load_gemma4_encoder_chunk
 from harness.engines.base import Sampling
+from harness.memory.card import chunks
 from harness.workloads import vision
 
 pytestmark = [pytest.mark.modality("video"), pytest.mark.engine]

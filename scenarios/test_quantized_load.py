@@ -3,7 +3,7 @@
 The seed OOM came with a 4-bit AWQ checkpoint. The CPU tier's tiny builds in
 that checkpoint's format (compressed-tensors pack-quantized W4A16) are served
 by the engine, and HF transformers runs the same model dequantized by the
-harness (harness/dequantize.py: the format's documented arithmetic, no code
+harness (harness/references/dequantize.py: the format's documented arithmetic, no code
 of the engine's loader). Runs for every quantized tiny build of the tier.
 
 Workload -> run -> checks.

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.card import chunks
-from harness.card.emulation import card_answer
 from harness.engines.base import Sampling
 from harness.engines.server import RUNTIME_LORA_ENV
 from harness.lora import effects
 from harness.lora.families import FAMILIES
+from harness.memory.card import chunks
+from harness.memory.card.emulation import card_answer
 from harness.runner.runner import REFERENCE_ARGS
 from harness.workloads import lora, vision
 

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from harness.budget_probe import (check_encoder_chunk, free_grid, load_gemma4_encoder_chunk,
-                                  probe_encoder_chunk, transient_bytes_per_item)
-from harness.card.profiles import PROFILES, GiB
-from harness.verdicts import Cause, CheckFailure
+from harness.checks.budget_probe import (check_encoder_chunk, free_grid, load_gemma4_encoder_chunk, probe_encoder_chunk,
+                                         transient_bytes_per_item)
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.memory.card.profiles import PROFILES, GiB
 
 
 @pytest.fixture(scope="module")

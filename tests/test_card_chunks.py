@@ -5,13 +5,12 @@ import json
 
 import pytest
 
-from harness.card import chunks
-from harness.card.emulation import card_answer, encoder_scale
-from harness.card.profiles import get_profile
+from harness.checks.verdicts import CheckFailure
 from harness.engines.control import EngineControl
-from harness.verdicts import CheckFailure
-
-MiB = 1 << 20
+from harness.memory.card import chunks
+from harness.memory.card.emulation import card_answer, encoder_scale
+from harness.memory.card.profiles import get_profile
+from harness.units import MiB
 
 
 def call(modality="image", free=300 * MiB, total=600 * MiB, passed_free=None, answer=2, forced=None,

@@ -9,13 +9,12 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from harness.card import (PROFILES, Ballast, BallastError, UnknownCard, after_load_record,
-                          check_within_budget, emulation_unavailable_reason, engine_peak,
-                          get_profile, gpu_memory_utilization)
-from harness.card.capacity import DEVICE_ARITHMETIC, PER_PROCESS, EnginePeak
-from harness.card.profiles import GiB
-from harness.samplers import NvmlSampler
-from harness.verdicts import Cause, CheckFailure
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.memory.card import (PROFILES, Ballast, BallastError, UnknownCard, after_load_record, check_within_budget,
+                                 emulation_unavailable_reason, engine_peak, get_profile, gpu_memory_utilization)
+from harness.memory.card.capacity import DEVICE_ARITHMETIC, PER_PROCESS, EnginePeak
+from harness.memory.card.profiles import GiB
+from harness.memory.samplers import NvmlSampler
 from tests.test_samplers import fake_nvml
 
 H200_PHYSICAL = 150_754_820_096  # what NVML reports as total on an H200 (140.4 GiB)

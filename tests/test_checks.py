@@ -2,11 +2,11 @@
 it should, and fails with the cause and a message that names the input."""
 import pytest
 
-from harness.checks import (ANSWER, REFUSE, REFUSE_OR_CAP, check_alive, check_completed, check_edge_outcome,
-                            check_invariant)
+from harness.checks.requests import (ANSWER, REFUSE, REFUSE_OR_CAP, check_alive, check_completed, check_edge_outcome,
+                                     check_invariant)
+from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
 from harness.engines.base import Engine
-from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut
-from harness.verdicts import Cause, CheckFailure, DetailedCause
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut
 
 SQUEEZE = DetailedCause(Cause.PYTHON_EXCEPTION, "AttributeError: 'list' object has no attribute 'squeeze'")
 

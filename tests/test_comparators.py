@@ -1,7 +1,7 @@
 """The greedy comparator on crafted token and logprob sequences."""
 from dataclasses import dataclass, field
 
-from harness.comparators import compare_greedy, logprob_tolerance
+from harness.checks.comparators import compare_greedy, logprob_tolerance
 
 
 @dataclass

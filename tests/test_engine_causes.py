@@ -4,8 +4,8 @@ import pickle
 
 import pytest
 
+from harness.checks.verdicts import MAX_CAUSE_CHARS, Cause, CheckFailure, DetailedCause
 from harness.engines.causes import classify, engine_message, root_exception, signal_name
-from harness.verdicts import MAX_CAUSE_CHARS, Cause, CheckFailure, DetailedCause
 
 RAGGED_AUDIO = """\
 (EngineCore_0 pid=480353) ERROR 08-04 10:12:01 [core.py:710] EngineCore encountered a fatal error.

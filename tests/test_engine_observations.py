@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from harness.engines.base import Sampling
-from harness.engines.results import Completion
+from harness.engines.outcomes import Completion
 from harness.workloads import audio
 
 pytestmark = pytest.mark.engine

@@ -7,8 +7,8 @@ import pytest
 
 from harness.engines.base import Sampling
 from harness.engines.faults import engine_core_pid
+from harness.engines.outcomes import Completion, EngineCrashed
 from harness.engines.pool import EnginePool
-from harness.engines.results import Completion, EngineCrashed
 from harness.workloads.chat import user
 
 pytestmark = pytest.mark.engine

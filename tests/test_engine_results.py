@@ -1,8 +1,8 @@
 """cause_of: the cause each kind of engine result carries into a failure."""
 import pytest
 
-from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, cause_of
-from harness.verdicts import Cause, DetailedCause
+from harness.checks.verdicts import Cause, DetailedCause
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, cause_of
 
 
 def test_a_completion_has_no_cause():

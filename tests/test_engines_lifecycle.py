@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks.verdicts import Cause
 from harness.engines import procs
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError, resolve_python
 from harness.engines.offline import OfflineEngine
-from harness.engines.results import EngineStartupFailed
+from harness.engines.outcomes import EngineStartupFailed
 from harness.engines.server import ServerEngine
-from harness.verdicts import Cause
 
 ROOT = Path(__file__).resolve().parent.parent
 

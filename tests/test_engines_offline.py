@@ -4,11 +4,11 @@ import os
 
 import pytest
 
+from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected
 from harness.engines.procs import group_members
-from harness.engines.results import Completion, EngineCrashed, Rejected
-from harness.verdicts import Cause, CheckFailure
 from harness.workloads.chat import image_part, user
 
 pytestmark = pytest.mark.engine

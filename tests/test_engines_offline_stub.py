@@ -4,11 +4,11 @@ import signal
 
 import pytest
 
+from harness.checks.verdicts import Cause
 from harness.engines import offline
 from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
-from harness.engines.results import Completion, EngineCrashed
-from harness.verdicts import Cause
+from harness.engines.outcomes import Completion, EngineCrashed
 from harness.workloads.chat import user
 
 STUB = __import__("pathlib").Path(__file__).with_name("_stub_offline_worker.py")

@@ -6,14 +6,14 @@ import socket
 import pytest
 
 from fixtures import media
+from harness.checks.verdicts import Cause
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected
 from harness.engines.procs import group_members
 from harness.engines.remote import RemoteEngine
-from harness.engines.results import Completion, EngineCrashed, Rejected
 from harness.engines.server import ServerEngine
 from harness.workloads.chat import audio_part, audio_url_part, image_part, user
-from harness.verdicts import Cause
 
 pytestmark = pytest.mark.engine
 

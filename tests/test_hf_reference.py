@@ -1,4 +1,4 @@
-"""harness.hf_reference: HF transformers (+ peft) as the multimodal reference.
+"""harness.references.hf: HF transformers (+ peft) as the multimodal reference.
 
 No engine here: prompt parity with vLLM is measured in
 benchmarks/lora_hf_agreement.py (text, image, two images, audio and video:
@@ -12,9 +12,9 @@ from fixtures import media
 from fixtures.adapters import AdapterSpec, build_adapter, standard
 from fixtures.tiny_models import build_tiny_model
 from harness.engines.base import Sampling
-from harness.engines.results import Completion
-from harness.hf_reference import HfReference
+from harness.engines.outcomes import Completion
 from harness.lora.effects import changed
+from harness.references.hf import HfReference
 from harness.workloads.chat import audio_part, image_part, user, video_part
 
 

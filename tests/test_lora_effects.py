@@ -2,14 +2,14 @@
 check fails on the fault it is for, with the cause a report groups by."""
 import pytest
 
-from harness.card.chunks import check_passes_within_stated_chunk
+from harness.checks.verdicts import Cause, CheckFailure, Unsupported
+from harness.engines.outcomes import Completion, Rejected
 from harness.engines.parallel import NotHostable, heads_divide, placement
-from harness.engines.results import Completion, Rejected
 from harness.lora import effects
+from harness.memory.card.chunks import check_passes_within_stated_chunk
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
 from harness.runner.run import Run
-from harness.verdicts import Cause, CheckFailure, Unsupported
 from harness.workloads.request import Request, Workload
 
 

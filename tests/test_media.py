@@ -11,7 +11,6 @@ from PIL import Image
 
 from fixtures import media
 
-
 # ---------------------------------------------------------------- audio
 
 

@@ -11,16 +11,16 @@ from harness.report.html import render_report
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.store import write_results_atomic
+from harness.units import GiB
 
 REPO = Path(__file__).resolve().parents[1]
-GIB = 2**30
 
 
 def _runs() -> tuple[RunResults, RunResults]:
     def rec(check, verdict, cause=None, peak=None):
         return CheckRecord(id=f"scenarios/test_x.py::{check}", verdict=verdict, cause=cause,
                            message=f"{check} went {verdict}",
-                           peak_memory={"cuda:0": int(peak * GIB)} if peak else {})
+                           peak_memory={"cuda:0": int(peak * GiB)} if peak else {})
     old = RunResults(run={"run_id": "run-old", "engine": "vllm", "engine_version": "0.9.1",
                           "torch": "2.5.1", "cpu_model": "Xeon", "complete": True}, records=[
         rec("test_breaks", "pass", peak=10.0),

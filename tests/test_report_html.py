@@ -21,8 +21,8 @@ from harness.results.merge import merge_run
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults, load_results
 from harness.results.store import RecordWriter, RunLayout
+from harness.units import GiB
 
-GIB = 2**30
 CHROMIUM = Path("/usr/bin/chromium")
 # Untrusted engine output that would mark the page if it ever ran.
 PWN = "<script>document.documentElement.setAttribute('data-pwned','script')</script>"
@@ -34,9 +34,9 @@ PASSING = "scenarios/test_audio_ragged.py::test_ragged[tiny-whisper]"
 def _timeline(peak_gib: float) -> dict:
     """A record's memory_timeline as the engines plugin leaves it: 400
     points, the GPU rising to its peak and falling back a little."""
-    gpu = [int(peak_gib * GIB * min(1.0, i / 100) - (0.5 * GIB if i > 250 else 0)) for i in range(400)]
+    gpu = [int(peak_gib * GiB * min(1.0, i / 100) - (0.5 * GiB if i > 250 else 0)) for i in range(400)]
     return {"t": [i / 10 for i in range(400)],
-            "series": {"cuda:0": gpu, "engine-rss": [int(2 * GIB + i * 1e6) for i in range(400)]}}
+            "series": {"cuda:0": gpu, "engine-rss": [int(2 * GiB + i * 1e6) for i in range(400)]}}
 
 
 def crafted_run(base: Path) -> RunResults:
@@ -53,14 +53,14 @@ def crafted_run(base: Path) -> RunResults:
                     engine="offline:vllm", engine_version="0.9.2", verdict="fail", cause="oom",
                     message=f"engine ran out of memory on a batch of 4 {PWN}",
                     divergence={"position": 7, "expected": "a cat", "actual": PWN_IMG},
-                    outputs=[PWN, PWN_IMG], memory_budget={"cuda:0": 22 * GIB},
-                    memory_timeline=_timeline(21.0), peak_memory={"cuda:0": 21 * GIB},
+                    outputs=[PWN, PWN_IMG], memory_budget={"cuda:0": 22 * GiB},
+                    memory_timeline=_timeline(21.0), peak_memory={"cuda:0": 21 * GiB},
                     log_path=str(log), log_tail=log_tail(log),
                     durations={"setup": 0.2, "call": 12.5, "teardown": 0.1}),
         CheckRecord(id=PASSING, family="audio_ragged", model="tiny-whisper", engine="offline:vllm",
                     engine_version="0.9.2", verdict="pass", outputs=PWN,
-                    memory_budget={"cuda:0": 22 * GIB},
-                    memory_timeline=_timeline(6.0), peak_memory={"cuda:0": 6 * GIB},
+                    memory_budget={"cuda:0": 22 * GiB},
+                    memory_timeline=_timeline(6.0), peak_memory={"cuda:0": 6 * GiB},
                     durations={"setup": 0.1, "call": 3.0, "teardown": 0.1}),
         CheckRecord(id="scenarios/test_video.py::test_frames[tiny]", family="video", verdict="error",
                     cause="harness: KeyError", message="KeyError: 'frames'"),
@@ -78,7 +78,7 @@ def crafted_run(base: Path) -> RunResults:
                               "engine_version": "0.9.2", "torch": "2.5.1", "tier": "gpu",
                               "started": "2026-01-02T02:00:00+00:00",
                               "gpus": [{"index": 0, "name": "NVIDIA L4", "driver": "550.54",
-                                        "memory_bytes": 24 * GIB}]}, incomplete=None)
+                                        "memory_bytes": 24 * GiB}]}, incomplete=None)
 
 
 @pytest.fixture
@@ -135,7 +135,7 @@ def test_failure_gets_a_matplotlib_figure_and_the_rest_a_downsampled_timeline(re
     timeline = details[[row["id"] for row in data["records"]].index(PASSING)]["memory_timeline"]
     assert timeline["t"]["n"] <= 48
     # The bucket maximum keeps the peak through downsampling.
-    assert max(timeline["mib"]["cuda:0"]) == 6 * GIB // 2**20
+    assert max(timeline["mib"]["cuda:0"]) == 6 * GiB // 2**20
 
 
 def _chromium(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:

@@ -1,6 +1,8 @@
 """Run metadata from the host: what is always there, and the GPUs via NVML."""
 from __future__ import annotations
 
+import platform
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -10,12 +12,14 @@ from harness.results.metadata import collect_host_metadata, gpus, merge_reported
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_host_metadata_names_python_git_and_cpu():
+def test_host_metadata_names_python_git_cpu_and_gpus(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml())
     meta = collect_host_metadata(REPO)
-    assert meta["python"].count(".") == 2
-    assert meta["harness_git_sha"] and len(meta["harness_git_sha"]) == 40
+    assert meta["python"] == platform.python_version()
+    assert meta["harness_git_sha"] == subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"],
+                                                     capture_output=True, text=True).stdout.strip()
     assert meta["cpu_model"]
-    assert isinstance(meta["gpus"], list)  # empty on a machine without an NVIDIA driver
+    assert [g["name"] for g in meta["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
 
 
 def _fake_nvml(fail_at=None):
@@ -33,7 +37,8 @@ def _fake_nvml(fail_at=None):
         nvmlSystemGetDriverVersion=call("driver", b"550.54.15"),
         nvmlDeviceGetCount=call("count", 2), nvmlDeviceGetHandleByIndex=call("handle", object()),
         nvmlDeviceGetName=call("name", "NVIDIA H200"),
-        nvmlDeviceGetMemoryInfo=call("memory", types.SimpleNamespace(total=150_000_000_000)))
+        nvmlDeviceGetMemoryInfo=call("memory", types.SimpleNamespace(total=150_000_000_000, used=1 << 30,
+                                                                           free=150_000_000_000 - (1 << 30))))
     return module
 
 

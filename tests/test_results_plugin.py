@@ -24,7 +24,7 @@ PLUGINS = ('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", 
 
 SUITE = '''
 import pytest
-from harness.verdicts import Cause, CheckFailure
+from harness.checks.verdicts import Cause, CheckFailure
 
 
 @pytest.fixture
@@ -399,7 +399,7 @@ def test_run_stopped_by_maxfail_is_incomplete(pytester):
 OTHER_PLUGIN = '''
 import pytest
 from harness.results.record import CheckRecord
-from harness.verdicts import Cause, Verdict
+from harness.checks.verdicts import Cause, Verdict
 
 
 def pytest_mmharness_record(record, item):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks.verdicts import Verdict
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord
 from harness.results.run import ResultsError, load_results
 from harness.results.store import RecordWriter, RunLayout, read_records
-from harness.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parents[1]
 

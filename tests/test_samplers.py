@@ -17,16 +17,15 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from harness.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, NvmlSession, Sampler,
-                              SamplerResult, SamplerUnavailable, engine_key,
-                              nvml_unavailable_reason, used_key)
-from harness.samplers.base import _Series
-from harness.samplers.leak import (LeakVerdict, Recovery, check_gpu_teardown, check_host_teardown,
-                                   excess_held, wait_for_recovery)
-from harness.samplers.shm import SHM_DIR, existing_segments
-from harness.samplers.nvml import (MATCHED, NO_FIGURE, NONE_LISTED, NOT_ON_DEVICE, PID_MISMATCH,
-                                   attribute)
-from harness.verdicts import Cause
+from harness.checks.verdicts import Cause
+from harness.memory.nvml import Nvml, NvmlUnavailable, nvml_unavailable_reason
+from harness.memory.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, Sampler, SamplerResult, SamplerUnavailable,
+                                     engine_series, used_series)
+from harness.memory.samplers.base import _Series
+from harness.memory.samplers.leak import (LeakVerdict, Recovery, check_gpu_teardown, check_host_teardown, excess_held,
+                                          wait_for_recovery)
+from harness.memory.samplers.nvml import MATCHED, NO_FIGURE, NONE_LISTED, NOT_ON_DEVICE, PID_MISMATCH, attribute
+from harness.memory.samplers.shm import SHM_DIR, existing_segments
 
 MB = 1_000_000
 
@@ -298,11 +297,11 @@ def fake_nvml(used: list[int], processes: dict[int, int | None], *, has_v2: bool
 
 
 def test_fake_nvml_uses_v2_memory_info_and_falls_back_to_v1():
-    with NvmlSession(fake_nvml([5 << 30], {})) as session:
+    with Nvml(fake_nvml([5 << 30], {})) as session:
         m = session.memory(0)
     assert (m.version, m.used, m.reserved) == (2, 5 << 30, 300 << 20)
     module = fake_nvml([5 << 30], {}, has_v2=False)
-    with NvmlSession(module) as session:
+    with Nvml(module) as session:
         assert [session.memory(0).version for _ in range(3)] == [1, 1, 1]
     assert module.calls == {"v2": 0, "v1": 3}  # v2 is not retried once it failed
 
@@ -318,7 +317,7 @@ def test_fake_nvml_attribution_rules():
 def test_fake_nvml_sampler_reports_the_engine_share(child):
     module = fake_nvml([1 << 30], {child.pid: 700 << 20, 31337: 1 << 20})
     result = NvmlSampler(child.pid, nvml_module=module).start().stop()
-    assert result.peak == {used_key(0): 1 << 30, engine_key(0): 700 << 20}
+    assert result.peak == {used_series(0): 1 << 30, engine_series(0): 700 << 20}
     assert set(result.meta["attribution"]["gpu0"]) == {MATCHED}
     assert result.meta["memory_info_version"] == 2
     assert result.notes == []
@@ -327,8 +326,8 @@ def test_fake_nvml_sampler_reports_the_engine_share(child):
 def test_fake_nvml_pid_mismatch_is_recorded_not_reported_as_zero(child):
     module = fake_nvml([1 << 30], {4_000_001: 700 << 20})  # a host-namespace pid
     result = NvmlSampler(child.pid, nvml_module=module).start().stop()
-    assert engine_key(0) not in result.peak
-    assert result.peak[used_key(0)] == 1 << 30
+    assert engine_series(0) not in result.peak
+    assert result.peak[used_series(0)] == 1 << 30
     assert set(result.meta["attribution"]["gpu0"]) == {PID_MISMATCH}
     assert any("PID namespace" in n and str(child.pid) in n for n in result.notes)
 
@@ -443,11 +442,11 @@ def test_host_teardown_fails_on_a_surviving_process(child):
 
 
 def test_fake_nvml_gpu_teardown_leak_and_recovery():
-    with NvmlSession(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as session:
+    with Nvml(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as session:
         ok = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=0, timeout_s=10,
                                 session=session)
     assert ok.ok and ok.recoveries[0].final == 1 << 30
-    with NvmlSession(fake_nvml([3 << 30], {})) as session:
+    with Nvml(fake_nvml([3 << 30], {})) as session:
         leak = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=256 << 20, timeout_s=0,
                                   session=session)
     assert (leak.ok, leak.cause) == (False, Cause.LEAK)

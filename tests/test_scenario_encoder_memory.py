@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.card import emulation_unavailable_reason
+from harness.memory.card import emulation_unavailable_reason
 from tests.scenario_runs import run_scenarios
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import venv_setup
-from harness.cpu_features import MissingCpuFeature, require_avx2
+from harness.setup import venv as venv_setup
+from harness.setup.cpu_features import MissingCpuFeature, require_avx2
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_AVX2 = "processor\t: 0\nflags\t\t: fpu vme sse sse2 ssse3 sse4_1 sse4_2 avx\n"

@@ -21,7 +21,7 @@ import pytest
 from fixtures import media
 from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model, full_recipe
 from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
-from harness.comparators import compare_greedy
+from harness.checks.comparators import compare_greedy
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMOKE_SCRIPT = Path(__file__).with_name("_vllm_smoke.py")

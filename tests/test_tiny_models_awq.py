@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import harness.dequantize as dequantize
+import harness.references.dequantize as dequantize
 from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model
 from fixtures.tiny_models import pack_quantized as pq
 from fixtures.tiny_models.cache import RECIPE_FILE
 from fixtures.tiny_models.recipes import GEMMA4_AWQ_QUANTIZATION, RECIPES
-from harness.comparators import agree_within_top_k
+from harness.checks.comparators import agree_within_top_k
 from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
 from harness.models import models_for
@@ -169,7 +169,7 @@ def quantized_engine_answer(interpreter, tmp_path_factory):
 @pytest.mark.engine
 def test_engine_on_the_quantized_model_agrees_with_hf_on_its_dequantized_twin(quantized_engine_answer, tmp_path,
                                                                                monkeypatch):
-    from harness.hf_reference import HfReference
+    from harness.references.hf import HfReference
 
     model, answer = quantized_engine_answer
     assert answer.ok, answer

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.causes import classify, engine_message, signal_name
 from harness.engines.control import EngineControl
 from harness.engines.observations import Observations
+from harness.engines.outcomes import Completion, EngineCrashed, Result, cause_of
 from harness.engines.procs import log_tail
-from harness.engines.results import Completion, EngineCrashed, Result, cause_of
-from harness.verdicts import Cause, CheckFailure
 
 # How long a dying engine gets to finish writing its traceback to the log.
 LOG_SETTLE_S = 0.5

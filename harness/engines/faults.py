@@ -9,7 +9,7 @@ import threading
 import time
 
 from harness.engines.base import Engine, Sampling
-from harness.engines.results import Result
+from harness.engines.outcomes import Result
 
 FAULTS_ENV = "MMHARNESS_FAULTS"
 # The switches the engine-side shim knows; see mmharness_faults.FAULTS.

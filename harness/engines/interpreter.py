@@ -18,9 +18,9 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.compat import SITE_DIR
+from harness.engines import supplies
 from harness.engines.faults import FAULTS_ENV
 from harness.engines.observations import ENV as OBSERVE_ENV
-from harness.engines import supplies
 
 ROOT = Path(__file__).resolve().parents[2]
 TVSHIM_ENV = "MMHARNESS_TVSHIM"

@@ -11,12 +11,11 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 
 from harness.engines.base import CRASH_GRACE_S, Adapters, Engine, Sampling, per_conversation
-from harness.engines.interpreter import EngineInterpreter
 from harness.engines.control import EngineControl, control_file
+from harness.engines.interpreter import EngineInterpreter
 from harness.engines.observations import Observations, side_file
+from harness.engines.outcomes import Completion, EngineStartupFailed, Rejected, RequestTimedOut, Result
 from harness.engines.procs import EngineProcess, launch
-from harness.engines.results import (Completion, EngineStartupFailed, Rejected, RequestTimedOut,
-                                     Result)
 
 WORKER = Path(__file__).with_name("offline_worker.py")
 # Engine arguments of the server only: an offline request carries its adapter.

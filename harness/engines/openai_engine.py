@@ -14,10 +14,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import openai
 
+from harness.checks.verdicts import Cause
 from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
-from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
-from harness.verdicts import Cause
-
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
 
 # How long a 5xx waits to see whether the engine behind it is dying.
 DEATH_AFTER_5XX_S = 1.0

@@ -57,10 +57,10 @@ def heads_divide(model_dir: str | Path, tp: int) -> None:
 
 
 def gpu_count() -> int:
-    from harness.samplers.nvml import NvmlSession, SamplerUnavailable
+    from harness.memory.nvml import Nvml, NvmlUnavailable
 
     try:
-        with NvmlSession() as session:
+        with Nvml() as session:
             return session.device_count()
-    except SamplerUnavailable:
+    except NvmlUnavailable:
         return 0

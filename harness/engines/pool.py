@@ -20,8 +20,8 @@ from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.remote import RemoteEngine
 from harness.engines.server import ServerEngine
-from harness.memory_watch import MemoryWatch
-from harness.samplers.leak import LeakVerdict
+from harness.memory.samplers.leak import LeakVerdict
+from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server")
 
@@ -33,14 +33,14 @@ class PoolEntry:
     served: list[str] = field(default_factory=list)
     crashed_in: str | None = None
     # The leak check at teardown; None until it ran, or when nothing was watched.
-    teardown: LeakVerdict | None = None
+    leak_verdict: LeakVerdict | None = None
     survivors: list[int] = field(default_factory=list)
     no_leak_check_reason: str = "no memory watch on this engine"
     # The pool's hand-out count when this engine was last handed out.
     last_handed_out: int = 0
 
 
-def engine_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
+def config_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
     return json.dumps([kind, model, engine_args, str(python), env or {}], sort_keys=True, default=str)
 
 
@@ -81,7 +81,7 @@ class EnginePool:
             raise ValueError(f"unknown engine kind {kind!r}; known: {list(KINDS)}")
         if self.remote_url:
             kind, model, engine_args = "remote", self.remote_url, {}
-        key = engine_key(kind, model, engine_args, self.interpreter.python, env)
+        key = config_key(kind, model, engine_args, self.interpreter.python, env)
         entry = self.entries.get(key)
         if entry and not _reusable(entry.engine):
             self._retire(self.entries.pop(key), grace=0.2)
@@ -109,7 +109,7 @@ class EnginePool:
             self._retire(entry)
         for entry in released:
             if entry.watch and not self._interrupted:
-                entry.teardown = entry.watch.leak_check(entry.served)
+                entry.leak_verdict = entry.watch.leak_check(entry.served)
         return released
 
     def _start(self, kind, model, engine_args, name, env) -> PoolEntry:
@@ -163,8 +163,8 @@ class EnginePool:
             self._retire(entry)
         self.entries.clear()
         for entry in self.retired:
-            if entry.watch and entry.teardown is None and not self._interrupted:
-                entry.teardown = entry.watch.leak_check(entry.served)
+            if entry.watch and entry.leak_verdict is None and not self._interrupted:
+                entry.leak_verdict = entry.watch.leak_check(entry.served)
         return {str(e.engine.log_path or e.engine.name): e.survivors for e in self.retired}
 
     def interrupted(self, grace: float) -> None:

@@ -7,9 +7,9 @@ import os
 import time
 import urllib.request
 
+from harness.checks.verdicts import Cause
 from harness.engines.openai_engine import OpenAIEngine
-from harness.engines.results import EngineCrashed, EngineStartupFailed
-from harness.verdicts import Cause
+from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 
 
 class RemoteEngine(OpenAIEngine):

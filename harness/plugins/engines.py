@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.checks.verdicts import Cause, Verdict
 from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.pool import EnginePool, PoolEntry
@@ -30,7 +31,6 @@ from harness.results.record import CheckRecord
 from harness.runner import Run, Runner
 from harness.runner.check import Check
 from harness.runner.run import EngineUse
-from harness.verdicts import Cause, Verdict
 
 INTERPRETER = pytest.StashKey[EngineInterpreter]()
 MODELS = pytest.StashKey[list[ModelEntry]]()
@@ -291,7 +291,7 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
                          engine_version=engine.identity.get("version"),
                          log_path=str(engine.log_path) if engine.log_path else None,
                          params={"served": entry.served, "crashed_in": entry.crashed_in})
-    verdict = entry.teardown
+    verdict = entry.leak_verdict
     if entry.watch and entry.watch.result:
         record.peak_memory = entry.watch.result.peak
     if entry.survivors:

@@ -29,13 +29,13 @@ from typing import Any
 
 import pytest
 
+from harness.checks.verdicts import Cause, CheckFailure, Unsupported, Verdict
 from harness.plugins import hookspecs
 from harness.plugins.run import is_worker, now, run_layout, worker_name
 from harness.results.known_issues import KnownIssue, KnownIssuesError, apply_known_issues, load_known_issues
 from harness.results.log_tail import log_tail
 from harness.results.record import CheckRecord, json_safe
 from harness.results.store import RecordWriter, write_json_atomic
-from harness.verdicts import Cause, CheckFailure, Unsupported, Verdict
 
 
 @dataclasses.dataclass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.report.format import GIB
+from harness.checks.verdicts import Verdict
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
-from harness.verdicts import Verdict
+from harness.units import GiB
 
 # What a reader compares first when two runs disagree.
 IDENTITY_FIELDS = ("run_id", "engine", "engine_version", "torch", "device", "python",
@@ -70,7 +70,7 @@ def _memory_moves(old: CheckRecord, new: CheckRecord, pct: float) -> list[Memory
 def _host(run: dict[str, Any]) -> str:
     gpus = [g for g in run.get("gpus") or [] if "name" in g]
     if gpus:
-        return ", ".join(f"{g['name']} ({g['memory_bytes'] / GIB:.0f} GiB, driver {g['driver']})"
+        return ", ".join(f"{g['name']} ({g['memory_bytes'] / GiB:.0f} GiB, driver {g['driver']})"
                          for g in gpus)
     return run.get("cpu_model") or "unknown"
 
@@ -97,7 +97,7 @@ def format_diff(diff: RunDiff) -> str:
     section("Still failing", [f"{r.id}  {r.verdict} [{r.cause}] {_first_line(r.message)}"
                               for r, _ in diff.still_failing])
     section(f"Memory peaks moved by more than {diff.memory_pct:g}%",
-            [f"{m.check}  {m.series}  {m.old / GIB:.2f} GiB -> {m.new / GIB:.2f} GiB "
+            [f"{m.check}  {m.series}  {m.old / GiB:.2f} GiB -> {m.new / GiB:.2f} GiB "
              f"({m.percent:+.1f}%)" for m in diff.memory_moves])
     return "\n".join(lines) + "\n"
 

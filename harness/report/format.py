@@ -5,13 +5,11 @@ import json
 from html import escape
 from typing import Any
 
+from harness.checks.verdicts import Verdict
 from harness.report.summary import ORDER
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
-from harness.verdicts import Verdict
 
-GIB = 2**30
-MIB = 2**20
 # Checks are listed failures first, in the order a reader triages them.
 TRIAGE = {v.value: i for i, v in enumerate(ORDER)}
 # Characters of engine output and messages kept for checks that passed or

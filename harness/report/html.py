@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Iterable
 
+from harness.checks.verdicts import Verdict
 from harness.report import sections
 from harness.report.diff import diff_runs
 from harness.report.format import TRIAGE, engine_label, has_memory_timeline
@@ -27,7 +28,6 @@ from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.store import write_text_atomic
-from harness.verdicts import Verdict
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "reports" / "template.html"
 VENDOR = Path(__file__).resolve().parent / "vendor"

@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.report.format import (MIB, OUTPUT_CHARS, TRIAGE, clip, engine_label, first_line,
-                                   has_detail, has_memory_timeline, since_text)
+from harness.checks.verdicts import Verdict
+from harness.report.format import (OUTPUT_CHARS, TRIAGE, clip, engine_label, first_line, has_detail,
+                                   has_memory_timeline, since_text)
 from harness.report.timeline import downsample
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
-from harness.verdicts import Verdict
+from harness.units import MiB
 
 # The browser draws this many points per check; failures also get a figure
 # drawn from the record's full timeline.
@@ -99,5 +100,5 @@ def _compact_timeline(timeline: dict[str, Any]) -> dict[str, Any]:
     even = step > 0 and all(abs(x - (t[0] + i * step)) <= 0.01 * step for i, x in enumerate(t))
     return {"t": {"start": round(t[0], 3), "step": round(step, 4), "n": len(t)} if even
             else [round(x, 2) for x in t],
-            "mib": {name: [None if v is None else round(v / MIB) for v in values]
+            "mib": {name: [None if v is None else round(v / MiB) for v in values]
                     for name, values in timeline["series"].items()}}

@@ -11,8 +11,8 @@ import io
 from typing import Any
 
 from harness.report.timeline import downsample
+from harness.units import GiB
 
-GIB = 2**30
 # Enough points to show every step a human can see at this width; the
 # bucket maximum keeps the peak.
 FIGURE_POINTS = 300
@@ -33,7 +33,7 @@ def memory_figure_svg(timeline: dict[str, Any], budget: dict[str, int]) -> str:
         end = shown["t"][-1] if shown["t"] else 0
         for index, (name, values) in enumerate(shown["series"].items()):
             color = f"C{index}"
-            points = [(t, v / GIB) for t, v in zip(shown["t"], values) if v is not None]
+            points = [(t, v / GiB) for t, v in zip(shown["t"], values) if v is not None]
             if not points:
                 continue
             ax.plot([p[0] for p in points], [p[1] for p in points], lw=1.2, color=color, label=name)
@@ -42,9 +42,9 @@ def memory_figure_svg(timeline: dict[str, Any], budget: dict[str, int]) -> str:
             limit = budget.get(name)
             note = f"peak {peak:.2f} GiB"
             if limit:
-                note += f" ({100 * peak * GIB / limit:.0f}% of budget)"
-                ax.axhline(limit / GIB, color=color, ls="--", lw=1,
-                           label=f"{name} budget {limit / GIB:.1f} GiB")
+                note += f" ({100 * peak * GiB / limit:.0f}% of budget)"
+                ax.axhline(limit / GiB, color=color, ls="--", lw=1,
+                           label=f"{name} budget {limit / GiB:.1f} GiB")
             # Below the marker (the peak is the series' top, so nothing of
             # it is there), towards the middle of the axes.
             right = peak_t > end / 2

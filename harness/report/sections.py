@@ -7,13 +7,14 @@ from collections import defaultdict
 from html import escape
 from typing import Any
 
+from harness.checks.verdicts import Verdict
 from harness.report.diff import RunDiff
-from harness.report.format import (GIB, OUTPUT_CHARS, ORDER, as_text, clip, css_class, first_line,
-                                   has_detail, has_memory_timeline, pretty, since_text, verdict_badge)
+from harness.report.format import (ORDER, OUTPUT_CHARS, as_text, clip, css_class, first_line, has_detail,
+                                   has_memory_timeline, pretty, since_text, verdict_badge)
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
-from harness.verdicts import Verdict
+from harness.units import GiB
 
 
 def summary(results: RunResults, history_problems: list[str]) -> str:
@@ -73,7 +74,7 @@ def _metadata(run: dict[str, Any]) -> str:
 
 
 def _gpus(gpus: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{g['name']} · {g['memory_bytes'] / GIB:.0f} GiB · driver {g['driver']}"
+    return "; ".join(f"{g['name']} · {g['memory_bytes'] / GiB:.0f} GiB · driver {g['driver']}"
                      if "name" in g else str(g.get("error", g)) for g in gpus)
 
 
@@ -95,7 +96,7 @@ def diff_section(diff: RunDiff, index: dict[str, int]) -> str:
              for r, _ in diff.still_failing]
     moves = "".join(
         f"<tr><td class='mono'>{escape(m.check)}</td><td>{escape(m.series)}</td>"
-        f"<td>{m.old / GIB:.2f} GiB</td><td>{m.new / GIB:.2f} GiB</td><td>{m.percent:+.1f}%</td></tr>"
+        f"<td>{m.old / GiB:.2f} GiB</td><td>{m.new / GiB:.2f} GiB</td><td>{m.percent:+.1f}%</td></tr>"
         for m in diff.memory_moves)
     moves_table = (f"<table><thead><tr><th>check</th><th>series</th><th>baseline</th><th>this run</th>"
                    f"<th>change</th></tr></thead><tbody>{moves}</tbody></table>" if moves else "<p>none</p>")
@@ -189,7 +190,7 @@ def _article(r: CheckRecord, i: int, streak: Streak | None, has_figure: bool,
              ("engine", " ".join(filter(None, [r.engine, r.engine_version]))), ("model", r.model),
              ("parameters", json.dumps(r.params, ensure_ascii=False) if r.params else ""),
              ("durations (s)", json.dumps(r.durations) if r.durations else ""),
-             ("peak memory", ", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in r.peak_memory.items())),
+             ("peak memory", ", ".join(f"{k} {v / GiB:.2f} GiB" for k, v in r.peak_memory.items())),
              ("log", r.log_path), ("timeline", r.timeline_path)]
     kv = "".join(f"<div>{escape(k)}</div><div class='mono'>{verdict_badge(r.verdict) if k == 'verdict' else escape(str(v))}</div>"
                  for k, v in facts if k == "verdict" or v)

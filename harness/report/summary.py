@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from harness.checks.verdicts import Verdict
 from harness.results.run import RunResults
-from harness.verdicts import Verdict
 
 ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.KNOWN_ISSUE, Verdict.UNSUPPORTED, Verdict.SKIP,
          Verdict.PASS)

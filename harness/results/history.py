@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.checks.verdicts import Verdict
 from harness.results.run import RunResults
-from harness.verdicts import Verdict
 
 NOT_PASSING = (Verdict.FAIL.value, Verdict.ERROR.value, Verdict.KNOWN_ISSUE.value)
 

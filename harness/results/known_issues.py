@@ -18,8 +18,8 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from harness.checks.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
-from harness.verdicts import Cause, Verdict
 
 REQUIRED = ("check", "engine_versions", "cause", "link", "reason")
 OPTIONAL = ("engine", "exception", "status", "message")

@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from harness.memory.nvml import Nvml, NvmlUnavailable
+
 
 def collect_host_metadata(repo: Path) -> dict[str, Any]:
     return {
@@ -52,33 +54,18 @@ def gpus() -> list[dict[str, Any]]:
     """Name, driver and memory of each NVIDIA GPU; empty where there is no
     NVML binding or no driver."""
     try:
-        import pynvml
-    except ImportError:
+        nvml = Nvml()
+    except NvmlUnavailable:
         return []
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return []
-    try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        found = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            found.append({
-                "index": index,
-                "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                "driver": driver,
-                "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
-            })
-        return found
-    except pynvml.NVMLError as exc:
+        driver = nvml.driver_version()
+        return [{"index": index, "name": nvml.name(index), "driver": driver,
+                 "memory_bytes": nvml.memory(index).total}
+                for index in range(nvml.device_count())]
+    except nvml.nvml.NVMLError as exc:
         return [{"error": f"NVML: {exc}"}]
     finally:
-        pynvml.nvmlShutdown()
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+        nvml.close()
 
 
 def _distribution_version(name: str) -> str | None:

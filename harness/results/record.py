@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.verdicts import Verdict
+from harness.checks.verdicts import Verdict
 
 MEMORY_TIMELINE_POINTS = 400
 

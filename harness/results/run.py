@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.checks.verdicts import Verdict
 from harness.results.record import CheckRecord
-from harness.verdicts import Verdict
 
 SCHEMA = 1
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.card.chunks import summary as chunk_summary
-from harness.checks import (check_agreement, check_alive, check_completed, check_edge_outcome,
-                            check_invariant)
-from harness.engines.results import Completion
+from harness.checks.requests import check_agreement, check_alive, check_completed, check_edge_outcome, check_invariant
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.engines.outcomes import Completion
 from harness.lora.effects import shows_adapter
+from harness.memory.card.chunks import summary as chunk_summary
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
-from harness.verdicts import Cause, CheckFailure
 from harness.workloads.chat import media_items
 
 

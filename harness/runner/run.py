@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.checks.verdicts import CheckFailure
 from harness.engines.base import Engine, LogWindow
-from harness.engines.results import Result
-from harness.memory_watch import MemoryWatch
+from harness.engines.outcomes import Result
+from harness.memory.samplers import SamplerResult
+from harness.memory.watch import MemoryWatch
 from harness.models import ModelEntry
-from harness.samplers import SamplerResult
-from harness.verdicts import CheckFailure
 from harness.workloads.request import Workload
 
 

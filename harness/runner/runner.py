@@ -23,13 +23,13 @@ from typing import Callable
 
 import pytest
 
+from harness.checks.verdicts import CheckFailure
 from harness.engines.base import Sampling
+from harness.engines.outcomes import EngineStartupFailed
 from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
 from harness.engines.pool import EnginePool
-from harness.engines.results import EngineStartupFailed
 from harness.models import ModelEntry
 from harness.runner.run import EngineUse, Run
-from harness.verdicts import CheckFailure
 from harness.workloads.chat import with_content_uuids, with_uuids
 from harness.workloads.request import Workload
 
@@ -93,13 +93,13 @@ class Runner:
     def dequantized_reference(self, workload: Workload, sampling: Sampling) -> Run:
         """The reference of a quantized build: HF transformers in this
         process, on the model the harness dequantized from the packed
-        checkpoint (harness.dequantize), so it shares no code with the
+        checkpoint (harness.references.dequantize), so it shares no code with the
         engine's loader. Lazy, like each_alone."""
         run = Run("hf-dequantized", workload)
 
         def go(r: Run) -> None:
-            from harness.dequantize import dequantize_model
-            from harness.hf_reference import HfReference
+            from harness.references.dequantize import dequantize_model
+            from harness.references.hf import HfReference
 
             use = EngineUse("hf-transformers", self.scenario(workload, "hf-dequantized"), self.entry)
             with tempfile.TemporaryDirectory(prefix="mmh-dequantized-") as tmp:
@@ -118,7 +118,7 @@ class Runner:
         run = Run("hf-peft", workload)
 
         def go(r: Run) -> None:
-            from harness.hf_reference import HfReference
+            from harness.references.hf import HfReference
 
             use = EngineUse("hf-transformers", self.scenario(workload, "hf-peft"), self.entry)
             outcomes = {}

@@ -19,7 +19,8 @@ from fixtures import adapters as crafted
 from fixtures import media
 from harness.engines.base import LoraAdapter
 from harness.lora.families import FAMILIES
-from harness.workloads.audio import PROMPT as AUDIO_PROMPT, clips
+from harness.workloads.audio import PROMPT as AUDIO_PROMPT
+from harness.workloads.audio import clips
 from harness.workloads.chat import image_part, user, video_part
 from harness.workloads.request import Request, Workload
 

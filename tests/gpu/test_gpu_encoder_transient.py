@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from harness.card import chunks
+from harness.checks.verdicts import CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
+from harness.memory.card import chunks
 from harness.models import models_for
-from harness.verdicts import CheckFailure
+from harness.units import MiB
 from harness.workloads import vision
 
 ENV = "MMHARNESS_GPU_ENGINE_PYTHON"
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not os.environ.get(ENV),
                                                   reason=f"{ENV} names no CUDA vLLM interpreter")]
-MiB = 1 << 20
 SAMPLING = Sampling(max_tokens=4, ignore_eos=True)
 
 

@@ -15,19 +15,19 @@ import time
 
 import pytest
 
-from harness.card import (Ballast, check_within_budget, emulation_unavailable_reason,
-                          engine_peak, get_profile, gpu_memory_utilization)
-from harness.card.capacity import PER_PROCESS
-from harness.samplers import NvmlSampler, NvmlSession, engine_key, used_key
-from harness.samplers.leak import check_gpu_teardown, gpu_baseline
-from harness.samplers.nvml import PID_MISMATCH
-from harness.verdicts import Cause
+from harness.checks.verdicts import Cause
+from harness.memory.card import (Ballast, check_within_budget, emulation_unavailable_reason, engine_peak, get_profile,
+                                 gpu_memory_utilization)
+from harness.memory.card.capacity import PER_PROCESS
+from harness.memory.nvml import Nvml
+from harness.memory.samplers import NvmlSampler, engine_series, used_series
+from harness.memory.samplers.leak import check_gpu_teardown, gpu_baseline
+from harness.memory.samplers.nvml import PID_MISMATCH
+from harness.units import GiB, MiB
 
 _REASON = emulation_unavailable_reason()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
 
-GiB = 1 << 30
-MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def torch_cuda():
 
 @pytest.fixture(scope="module")
 def nvml():
-    with NvmlSession() as session:
+    with Nvml() as session:
         yield session
 
 
@@ -85,7 +85,7 @@ def test_nvml_sampler_sees_a_torch_allocation(torch_cuda, device):
     t_end = sampler.mark("end")
     result = sampler.stop()
 
-    used = used_key(device)
+    used = used_series(device)
     at = {label: result.window(t, t).peak for t, label in result.marks}
     assert at["held"][used] - at["base"][used] >= 2 * GiB
     assert at["end"][used] - at["base"][used] < 64 * MiB
@@ -96,7 +96,7 @@ def test_nvml_sampler_sees_a_torch_allocation(torch_cuda, device):
     if result.meta["attribution"][f"gpu{device}"].get(PID_MISMATCH):
         assert result.notes, "a PID mismatch must be explained in the record"
     else:
-        engine = engine_key(device)
+        engine = engine_series(device)
         assert at["held"][engine] - at["base"][engine] >= 2 * GiB
     assert t_base < t_held < t_end
 
@@ -130,7 +130,7 @@ def test_ballast_leaves_the_profile_free_and_the_capacity_check_agrees(torch_cud
         peak = engine_peak(result, device, baseline_used=baseline_used, ballast_bytes=ballast_bytes)
         check_within_budget(profile, peak)
         # device arithmetic counts only the 3 GiB (our context predates the baseline)
-        arithmetic = result.peak[used_key(device)] - ballast_bytes - baseline_used
+        arithmetic = result.peak[used_series(device)] - ballast_bytes - baseline_used
         assert abs(arithmetic - 3 * GiB) < 128 * MiB
         if peak.method == PER_PROCESS:
             assert peak.bytes >= 3 * GiB  # plus this process's context

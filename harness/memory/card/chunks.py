@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.verdicts import Cause, CheckFailure, DetailedCause
-
-MiB = 1 << 20
+from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
+from harness.units import MiB
 
 
 @dataclass

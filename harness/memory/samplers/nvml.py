@@ -8,111 +8,27 @@ order), which can differ from CUDA's when CUDA_VISIBLE_DEVICES is set.
 Inside a container NVML reports host-namespace PIDs, which match none of the
 engine's PIDs as seen from inside. Then "gpu<i>-engine" is left out of that
 tick (not written as zero) and the record's notes and meta say why; callers
-fall back to device-used arithmetic (harness/card/capacity.py).
+fall back to device-used arithmetic (harness/memory/card/capacity.py).
 """
 from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Iterable, Mapping, NamedTuple
+
+from harness.memory.nvml import Nvml, NvmlUnavailable
 
 from .base import DEFAULT_RATE_HZ, Sampler, SamplerUnavailable
 from .process_tree import ProcessTree
 
 
-def used_key(index: int) -> str:
+def used_series(index: int) -> str:
     return f"gpu{index}-used"
 
 
-def engine_key(index: int) -> str:
+def engine_series(index: int) -> str:
     return f"gpu{index}-engine"
-
-
-def _import_pynvml() -> ModuleType:
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise SamplerUnavailable(f"nvidia-ml-py (pynvml) is not installed: {exc}") from exc
-    return pynvml
-
-
-@dataclass(frozen=True)
-class DeviceMemory:
-    total: int
-    used: int
-    free: int
-    reserved: int | None  # v2 only: driver/firmware reservation, not in `used`
-    version: int          # 2 for nvmlMemory_v2, 1 for the original struct
-
-
-class NvmlSession:
-    """One nvmlInit..nvmlShutdown span. `module` is pynvml by default; tests
-    of the arithmetic may pass a stand-in with the same functions."""
-
-    def __init__(self, module: ModuleType | None = None):
-        self.nvml = module if module is not None else _import_pynvml()
-        try:
-            self.nvml.nvmlInit()
-        except self.nvml.NVMLError as exc:
-            raise SamplerUnavailable(f"NVML unavailable: nvmlInit failed: {exc}") from exc
-        self._memory_v2 = getattr(self.nvml, "nvmlMemory_v2", None)
-        self._handles: dict[int, object] = {}
-
-    def close(self) -> None:
-        self.nvml.nvmlShutdown()
-
-    def __enter__(self) -> "NvmlSession":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def device_count(self) -> int:
-        return self.nvml.nvmlDeviceGetCount()
-
-    def handle(self, index: int):
-        if index not in self._handles:
-            self._handles[index] = self.nvml.nvmlDeviceGetHandleByIndex(index)
-        return self._handles[index]
-
-    def memory(self, index: int) -> DeviceMemory:
-        """v2 memory info where the driver has it (its `used` leaves out the
-        driver's reservation), else the original struct."""
-        handle = self.handle(index)
-        if self._memory_v2 is not None:
-            try:
-                m = self.nvml.nvmlDeviceGetMemoryInfo(handle, version=self._memory_v2)
-                return DeviceMemory(int(m.total), int(m.used), int(m.free), int(m.reserved), 2)
-            except self.nvml.NVMLError:
-                self._memory_v2 = None  # old driver: no _v2 symbol or version mismatch
-        m = self.nvml.nvmlDeviceGetMemoryInfo(handle)
-        return DeviceMemory(int(m.total), int(m.used), int(m.free), None, 1)
-
-    def processes(self, index: int) -> dict[int, int | None]:
-        """pid -> used bytes (None where the driver does not say) of the
-        compute processes NVML lists on the device."""
-        handle = self.handle(index)
-        try:
-            procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        except getattr(self.nvml, "NVMLLibraryMismatchError", ()):
-            procs = self.nvml.nvmlDeviceGetComputeRunningProcesses_v2(handle)
-        return {int(p.pid): (None if p.usedGpuMemory is None else int(p.usedGpuMemory)) for p in procs}
-
-
-def nvml_unavailable_reason(module: ModuleType | None = None) -> str | None:
-    """None when NVML works and sees at least one GPU, else why not."""
-    try:
-        session = NvmlSession(module)
-    except SamplerUnavailable as exc:
-        return str(exc)
-    try:
-        if session.device_count() == 0:
-            return "NVML unavailable: no GPU device visible"
-    finally:
-        session.close()
-    return None
 
 
 # -- attribution of device memory to the engine's processes (pure) ---------
@@ -168,7 +84,7 @@ class NvmlSampler(Sampler):
         self.own_pids = {os.getpid(), *own_pids}
         self._devices = list(devices) if devices is not None else None
         self._nvml_module = nvml_module
-        self._session: NvmlSession | None = None
+        self._session: Nvml | None = None
         self._tree = ProcessTree(root_pid) if root_pid is not None else None
         self._status: dict[int, Counter] = {}
 
@@ -177,7 +93,10 @@ class NvmlSampler(Sampler):
         return list(self._devices or [])
 
     def _open(self) -> None:
-        self._session = NvmlSession(self._nvml_module)
+        try:
+            self._session = Nvml(self._nvml_module)
+        except NvmlUnavailable as exc:
+            raise SamplerUnavailable(str(exc)) from exc
         count = self._session.device_count()
         if self._devices is None:
             self._devices = list(range(count))
@@ -196,7 +115,7 @@ class NvmlSampler(Sampler):
         reading: dict[str, int] = {}
         for index in self._devices:
             memory = self._session.memory(index)
-            reading[used_key(index)] = memory.used
+            reading[used_series(index)] = memory.used
             self._meta["memory_info_version"] = memory.version
             if self._tree is None:
                 continue
@@ -204,7 +123,7 @@ class NvmlSampler(Sampler):
             share = attribute(self._tree.pids, listed, self.own_pids)
             self._status[index][share.status] += 1
             if share.bytes is not None:
-                reading[engine_key(index)] = share.bytes
+                reading[engine_series(index)] = share.bytes
             elif share.status == PID_MISMATCH:
                 self.note(mismatch_note(index, self._tree.pids, listed))
             elif share.status == NO_FIGURE:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GiB = 1 << 30
+from harness.units import GiB
 
 # The assumption behind typical_free_after_load (see the module docstring).
 REFERENCE_WEIGHTS_BYTES = 8 * GiB

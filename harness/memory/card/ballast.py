@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.samplers.nvml import nvml_unavailable_reason
+from harness.memory.nvml import nvml_unavailable_reason
 
 CHILD_SCRIPT = Path(__file__).with_name("ballast_child.py")
 DEFAULT_TOLERANCE = 16 << 20

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from harness.verdicts import AnyCause, Cause
+from harness.checks.verdicts import AnyCause, Cause
 
 
 @dataclass

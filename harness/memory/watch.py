@@ -3,9 +3,10 @@ tree (NVML on a GPU machine, host RSS otherwise), per-scenario windows, and
 the leak check once it is torn down."""
 from __future__ import annotations
 
-from harness.samplers import HostSampler, NvmlSampler, Sampler, SamplerResult, nvml_unavailable_reason
-from harness.samplers.leak import LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline
-from harness.samplers.shm import existing_segments
+from harness.memory.nvml import Nvml, nvml_unavailable_reason
+from harness.memory.samplers import HostSampler, NvmlSampler, Sampler, SamplerResult
+from harness.memory.samplers.leak import LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline
+from harness.memory.samplers.shm import existing_segments
 
 
 class MemoryWatch:
@@ -50,9 +51,7 @@ class MemoryWatch:
 
 
 def _all_devices() -> list[int]:
-    from harness.samplers import NvmlSession
-
-    session = NvmlSession()
+    session = Nvml()
     try:
         return list(range(session.device_count()))
     finally:

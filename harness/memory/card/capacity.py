@@ -8,11 +8,12 @@ baseline, and the figure says which way it was obtained and why.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from harness.samplers.base import SamplerResult
-from harness.samplers.nvml import NO_FIGURE, PID_MISMATCH, engine_key, used_key
-from harness.verdicts import Cause, CheckFailure
 
-from .profiles import GiB, CardProfile
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.memory.samplers.base import SamplerResult
+from harness.memory.samplers.nvml import NO_FIGURE, PID_MISMATCH, engine_series, used_series
+
+from .profiles import CardProfile, GiB
 
 PER_PROCESS = "nvml-per-process"
 DEVICE_ARITHMETIC = "device-used-minus-ballast-minus-baseline"
@@ -37,14 +38,14 @@ def engine_peak(result: SamplerResult, device: int, *, baseline_used: int,
     counts = result.meta.get("attribution", {}).get(f"gpu{device}", {})
     unusable = {s: n for s, n in counts.items() if s in (PID_MISMATCH, NO_FIGURE) and n}
     peaks = result.peak
-    if engine_key(device) in peaks and not unusable:
-        return EnginePeak(device, peaks[engine_key(device)], PER_PROCESS)
-    if used_key(device) not in peaks:
+    if engine_series(device) in peaks and not unusable:
+        return EnginePeak(device, peaks[engine_series(device)], PER_PROCESS)
+    if used_series(device) not in peaks:
         raise ValueError(f"the record has no samples of gpu{device}")
     why = (f"NVML per-process figures unusable ({unusable})" if unusable
            else "no NVML per-process figure for the engine")
-    return EnginePeak(device, peaks[used_key(device)] - ballast_bytes - baseline_used,
-                      DEVICE_ARITHMETIC, f"{why}; peak = device used peak {peaks[used_key(device)]} "
+    return EnginePeak(device, peaks[used_series(device)] - ballast_bytes - baseline_used,
+                      DEVICE_ARITHMETIC, f"{why}; peak = device used peak {peaks[used_series(device)]} "
                       f"- ballast {ballast_bytes} - baseline {baseline_used}")
 
 

@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from harness.card.profiles import PROFILES, CardProfile
-from harness.verdicts import Cause, CheckFailure
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.memory.card.profiles import PROFILES, CardProfile
+from harness.units import MiB
 
-MiB = 1 << 20
 ChunkFn = Callable[[int, int, int, int], int]
 
 EXPECTED_PARAMS = ("patches_per_item", "free_bytes", "total_bytes", "position_embedding_size")

@@ -2,8 +2,7 @@
 a profile's capacity, and the check that the engine's peak fits it."""
 from .ballast import Ballast, BallastError, BallastReady, emulation_unavailable_reason
 from .capacity import EnginePeak, check_within_budget, engine_peak
-from .profiles import (PROFILES, CardProfile, UnknownCard, after_load_record, get_profile,
-                       gpu_memory_utilization)
+from .profiles import PROFILES, CardProfile, UnknownCard, after_load_record, get_profile, gpu_memory_utilization
 
 __all__ = [
     "PROFILES", "Ballast", "BallastError", "BallastReady", "CardProfile", "EnginePeak",

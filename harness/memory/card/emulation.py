@@ -20,9 +20,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.units import MiB
+
 from .profiles import CardProfile
 
-MiB = 1 << 20
 # Gemma4's released vision tower: 280 soft tokens per image of 3x3 pooled
 # patches, 10240 position embeddings.
 REFERENCE_PATCHES_PER_ITEM = 280 * 3 * 3

@@ -19,13 +19,13 @@ from typing import Callable, Iterable, Sequence
 
 import psutil
 
-from harness.verdicts import Cause
+from harness.checks.verdicts import Cause
+from harness.memory.nvml import Nvml
+from harness.units import MiB
 
-from .nvml import NvmlSession
 from .process_tree import SeenProcess
 from .shm import held_bytes
 
-MiB = 1 << 20
 DEFAULT_GPU_MARGIN = 256 * MiB
 # Segments are sparse; an engine's queues allocate a few MiB at most.
 DEFAULT_SHM_MARGIN = 1 * MiB
@@ -153,10 +153,10 @@ def check_host_teardown(engine_processes: Iterable[SeenProcess], engine_segments
 
 # -- GPU tier -------------------------------------------------------------
 
-def gpu_baseline(devices: Iterable[int], session: NvmlSession | None = None) -> dict[int, int]:
+def gpu_baseline(devices: Iterable[int], session: Nvml | None = None) -> dict[int, int]:
     """Device used bytes per NVML index, to take before the engine starts."""
     own = session is None
-    session = session or NvmlSession()
+    session = session or Nvml()
     try:
         return {i: session.memory(i).used for i in devices}
     finally:
@@ -167,11 +167,11 @@ def gpu_baseline(devices: Iterable[int], session: NvmlSession | None = None) -> 
 def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str] = (),
                        engine_processes: Iterable[SeenProcess] = (),
                        margin_bytes: int = DEFAULT_GPU_MARGIN, timeout_s: float = DEFAULT_WAIT_S,
-                       session: NvmlSession | None = None) -> LeakVerdict:
+                       session: Nvml | None = None) -> LeakVerdict:
     """After teardown: each device's used memory is back within margin of
     its baseline, and no engine process survived."""
     own = session is None
-    session = session or NvmlSession()
+    session = session or Nvml()
     try:
         start = time.monotonic()
         survivors = wait_for_exit(list(engine_processes), timeout_s)

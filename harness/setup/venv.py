@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("MMHARNESS_VENV", ROOT / ".venv"))
 STAMP = VENV / ".mmharness-setup.json"
 PTH_NAME = "mmharness_compat.pth"
@@ -134,7 +134,7 @@ def full_install() -> None:
 
 
 def main() -> int:
-    from harness.cpu_features import MissingCpuFeature, require_avx2
+    from harness.setup.cpu_features import MissingCpuFeature, require_avx2
 
     try:
         require_avx2()

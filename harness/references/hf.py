@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from harness.engines.base import Sampling
-from harness.engines.results import Completion
+from harness.engines.outcomes import Completion
 
 
 class HfReference:
@@ -148,7 +148,6 @@ def _audio(data: bytes, rate: int):
 
 def _video(url: str):
     import numpy as np
-
     from PIL import Image
 
     mime, payload = _data_url_bytes(url)

@@ -2,10 +2,10 @@
 cause and the input it concerns, so the report can say what broke and on what."""
 from __future__ import annotations
 
-from harness.comparators import LOGPROB_STEPS, agree_within_top_k, compare_greedy
+from harness.checks.comparators import LOGPROB_STEPS, agree_within_top_k, compare_greedy
+from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Engine
-from harness.engines.results import Completion, EngineCrashed, Rejected, RequestTimedOut, Result, cause_of
-from harness.verdicts import Cause, CheckFailure
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, Result, cause_of
 
 
 def _evidence(result: Result) -> dict:

@@ -1,0 +1,1 @@
+"""Setting up the harness: the venv (`make setup`) and the CPU feature gate."""
