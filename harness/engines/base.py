@@ -11,7 +11,7 @@ from harness.engines.causes import classify, engine_message, signal_name
 from harness.engines.control import EngineControl
 from harness.engines.observations import Observations
 from harness.engines.outcomes import Completion, EngineCrashed, Result, cause_of
-from harness.engines.procs import log_tail
+from harness.files import log_tail
 
 # How long a dying engine gets to finish writing its traceback to the log.
 LOG_SETTLE_S = 0.5

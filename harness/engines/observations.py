@@ -35,8 +35,9 @@ shim does not know); premises then skip with that reason.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from harness.files import read_json_lines
 
 ENV = "MMHARNESS_OBSERVE"
 
@@ -86,11 +87,5 @@ class Observations:
         with open(self.path, "rb") as f:
             f.seek(offset)
             data = f.read()
-        events = []
-        for line in data.split(b"\n"):
-            if line.strip():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:  # a line being written right now
-                    continue
-        return events
+        # A last line without its newline is being written right now.
+        return [event for _, event in read_json_lines(data).values]

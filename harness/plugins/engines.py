@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.pool import EnginePool, PoolEntry
 from harness.engines.procs import reap_stale
+from harness.files import slug
 from harness.models import ModelEntry, ModelMatrixError, models_for
 from harness.plugins import retirement
 from harness.results.record import CheckRecord
@@ -251,7 +251,7 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -
     record.engine_version = engine.identity.get("version")
     run_dir = config.stash[POOL].logs_dir.parent
     if engine.log_path and use.window:
-        copy = run_dir / "logs" / f"{_slug(use.scenario)}.log"
+        copy = run_dir / "logs" / f"{slug(use.scenario)}.log"
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(engine.log_since(use.window))  # the slice grows while the scenario runs
         record.log_path = str(copy)
@@ -259,7 +259,7 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -
     if window is not None and window.timeline:
         record.peak_memory = window.peak
         record.memory_timeline = window.to_dict(max_points=RECORD_TIMELINE_POINTS)["timeline"]
-        csv = run_dir / "timelines" / f"{_slug(use.scenario)}.csv"  # full resolution, for people
+        csv = run_dir / "timelines" / f"{slug(use.scenario)}.csv"  # full resolution, for people
         csv.parent.mkdir(parents=True, exist_ok=True)
         window.write_csv(csv)
         record.timeline_path = str(csv)
@@ -307,7 +307,3 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
         else:
             record.verdict, record.cause, record.message = Verdict.FAIL.value, Cause.LEAK.value, verdict.message
     return record
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[-120:]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.verdicts import Verdict
+from harness.files import read_json_lines
 from harness.results.run import RunResults
 
 NOT_PASSING = (Verdict.FAIL.value, Verdict.ERROR.value, Verdict.KNOWN_ISSUE.value)
@@ -64,17 +65,13 @@ class History:
 def read_history(path: Path) -> History:
     if not path.exists():
         return History([], [])
-    entries, problems = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            if not isinstance(entry, dict) or "run_id" not in entry:
-                raise ValueError("not a run summary")
-            entries.append(entry)
-        except ValueError as exc:
-            problems.append(f"{path}:{number}: unreadable history line ({exc})")
+    lines = read_json_lines(path.read_bytes())
+    entries = [entry for _, entry in lines.values if isinstance(entry, dict) and "run_id" in entry]
+    bad = lines.bad + [(number, "not a run summary") for number, entry in lines.values
+                       if not (isinstance(entry, dict) and "run_id" in entry)]
+    problems = [f"{path}:{number}: unreadable history line ({why})" for number, why in sorted(bad)]
+    if lines.unfinished:
+        problems.append(f"{path}:{lines.unfinished_line}: unfinished history line ({len(lines.unfinished)} bytes, no newline)")
     return History(entries, problems)
 
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.files import read_json_lines
 from harness.results.record import CheckRecord, json_safe
 
 
@@ -94,21 +95,16 @@ def read_records(paths: Iterable[Path]) -> ReadResult:
     records: list[CheckRecord] = []
     problems: list[str] = []
     for path in paths:
-        raw = path.read_bytes()
-        lines = raw.split(b"\n")
-        # split() leaves "" after a final newline; anything else there is a
-        # line whose writer was killed before it finished.
-        tail = lines.pop()
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+        lines = read_json_lines(path.read_bytes())
+        for number, value in lines.values:
             try:
-                records.append(CheckRecord.from_json(json.loads(line)))
+                records.append(CheckRecord.from_json(value))
             except (ValueError, TypeError) as exc:
-                problems.append(f"{path}:{number}: unreadable record ({exc})")
-        if tail.strip():
-            problems.append(f"{path}:{len(lines) + 1}: unfinished record "
-                            f"({len(tail)} bytes, no newline): its writer was killed mid-write")
+                lines.bad.append((number, str(exc)))
+        problems += [f"{path}:{number}: unreadable record ({why})" for number, why in sorted(lines.bad)]
+        if lines.unfinished:
+            problems.append(f"{path}:{lines.unfinished_line}: unfinished record ({len(lines.unfinished)} bytes, no newline): "
+                            f"its writer was killed mid-write")
     return ReadResult(records, problems)
 
 

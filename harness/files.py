@@ -1,0 +1,60 @@
+"""The harness's own text files: a log's tail, JSON lines whose last line
+may be half-written, and a name that is safe in a file name."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def log_tail(path: Path, lines: int = 200, *, start: int = 0, max_bytes: int = 512 * 1024) -> list[str]:
+    """The last `lines` lines of the log written at or after byte `start`,
+    reading at most its last `max_bytes` (a line that limit cuts is left
+    out). No log yet: no lines."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            begin = max(start, size - max_bytes)
+            f.seek(begin)
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return [f"[log unreadable: {exc}]"]
+    text = data.decode("utf-8", "replace").splitlines()
+    if begin > start:
+        text = text[1:]
+    return text[-lines:]
+
+
+@dataclass
+class JsonLines:
+    values: list[tuple[int, Any]] = field(default_factory=list)  # (line number, value)
+    bad: list[tuple[int, str]] = field(default_factory=list)     # (line number, why)
+    # A last line with no newline: its writer was killed mid-write, or is
+    # writing it right now.
+    unfinished: bytes = b""
+    unfinished_line: int = 0
+
+
+def read_json_lines(data: bytes) -> JsonLines:
+    lines = data.split(b"\n")
+    out = JsonLines(unfinished=lines.pop().strip(), unfinished_line=len(lines) + 1)  # "" after a final newline
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.values.append((number, json.loads(line)))
+        except ValueError as exc:
+            out.bad.append((number, str(exc)))
+    return out
+
+
+def slug(text: str, keep: int = 120) -> str:
+    """`text` as a file name: runs of other characters become "_", and the
+    end is kept (a scenario's parameters are there)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[-keep:]

@@ -1,0 +1,84 @@
+"""Imports run downwards only: a lower layer never imports a higher one
+(results never imports report; engines never imports plugins, runner or
+scenarios). A module's layer is the one of its longest listed prefix."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Lowest first. Same-layer imports are allowed.
+LAYERS = [
+    ("harness.units", "harness.files", "harness.checks.verdicts", "harness.memory.nvml",
+     "harness.memory.timeline", "harness.compat"),
+    ("harness.memory", "harness.results", "harness.setup"),
+    ("harness.engines", "harness.models", "fixtures"),
+    ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters"),
+    ("harness.runner", "harness.report"),
+    ("harness.plugins", "harness.__main__"),
+    ("scenarios",),
+]
+
+
+def layer_of(module: str) -> int:
+    matches = [(len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".")]
+    if not matches:
+        raise LookupError(f"{module} is in no layer: add it to LAYERS")
+    return max(matches)[1]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return [(line, name) for line, name in found if name.split(".")[0] in ("harness", "fixtures", "scenarios")]
+
+
+def upward_imports(paths) -> list[str]:
+    found = []
+    for path in paths:
+        source = module_name(path)
+        for line, target in imports(path):
+            if layer_of(target) > layer_of(source):
+                found.append(f"{path.relative_to(ROOT)}:{line}: {source} imports {target}")
+    return found
+
+
+def our_modules() -> list[Path]:
+    paths = [*ROOT.glob("harness/**/*.py"), *ROOT.glob("fixtures/**/*.py"), *ROOT.glob("scenarios/*.py")]
+    # The engine processes' start-up shims import nothing of the harness;
+    # harness/__init__.py is a docstring.
+    return sorted(p for p in paths if "compat/site" not in p.as_posix() and p != ROOT / "harness" / "__init__.py")
+
+
+def test_no_import_runs_upwards():
+    assert upward_imports(our_modules()) == []
+
+
+def test_an_upward_import_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    bad = tmp_path / "harness" / "results" / "store.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("import json\nfrom harness.report.html import render_report\n")
+    assert upward_imports([bad]) == [
+        "harness/results/store.py:2: harness.results.store imports harness.report.html"]
+
+
+def test_every_module_has_a_layer():
+    for path in our_modules():
+        layer_of(module_name(path))
+    with pytest.raises(LookupError, match="harness.newthing is in no layer"):
+        layer_of("harness.newthing")
