@@ -1,6 +1,10 @@
 """OfflineEngine's protocol edges against a stub worker (no engine, seconds)."""
 import os
 import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +15,7 @@ from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import Completion, EngineCrashed
 from harness.workloads.chat import user
 
-STUB = __import__("pathlib").Path(__file__).with_name("_stub_offline_worker.py")
+STUB = Path(__file__).with_name("_stub_offline_worker.py")
 
 
 @pytest.fixture
@@ -31,3 +35,21 @@ def test_worker_dead_between_requests_is_a_crash_verdict(stub_engine):
     assert [type(r) for r in results] == [EngineCrashed, EngineCrashed], results
     assert results[0].cause == Cause.ENGINE_DEAD and results[0].signal == "SIGKILL"
     assert "offline worker died" in results[0].detail
+
+
+def test_the_start_up_socket_folder_goes_once_the_worker_is_accepted(stub_engine):
+    mine = list(Path(tempfile.gettempdir()).glob(f"{offline.SOCKET_DIR_PREFIX}{os.getpid()}-*"))
+    assert mine == [] and stub_engine.ready
+
+
+def test_socket_folders_of_killed_harnesses_are_removed_and_live_ones_kept(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    folders = {name: tmp_path / f"{offline.SOCKET_DIR_PREFIX}{name}" for name in
+               (f"{gone}-abc", f"{os.getpid()}-def", "legacyempty", "legacyfull")}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["legacyfull"] / "conn.sock").write_text("")
+    removed = offline.remove_stale_socket_dirs(tmp_path)
+    assert sorted(removed) == sorted([folders[f"{gone}-abc"], folders["legacyempty"]])
+    assert folders[f"{os.getpid()}-def"].exists() and folders["legacyfull"].exists()

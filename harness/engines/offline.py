@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -15,11 +17,31 @@ from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.observations import Observations, side_file
 from harness.engines.outcomes import Completion, EngineStartupFailed, Rejected, RequestTimedOut, Result
-from harness.engines.procs import EngineProcess, launch
+from harness.engines.procs import EngineProcess, launch, started_at
 
 WORKER = Path(__file__).with_name("offline_worker.py")
 # Engine arguments of the server only: an offline request carries its adapter.
 SERVER_ONLY_ARGS = ("lora_modules",)
+# The start-up socket's folder, named after the harness process that made it.
+SOCKET_DIR_PREFIX = "mmh-offline-"
+
+
+def remove_stale_socket_dirs(tmp: Path | None = None) -> list[Path]:
+    """Start-up socket folders left by harness processes killed while an
+    engine started; a folder that names no process (an older harness) goes
+    once it is empty. Returns what was removed."""
+    removed = []
+    for folder in Path(tmp or tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*"):
+        owner = folder.name[len(SOCKET_DIR_PREFIX):].split("-")[0]
+        if owner.isdigit():
+            started = started_at(int(owner))
+            if started is not None and started <= folder.stat().st_mtime:
+                continue  # its harness is alive
+        elif any(folder.iterdir()):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 class _Died(Exception):
@@ -45,11 +67,12 @@ class OfflineEngine(Engine):
         self.proc: EngineProcess | None = None
         self.limits: dict = {}
         self._conn = None
-        self._tmp = tempfile.TemporaryDirectory(prefix="mmh-offline-")
 
     def start(self) -> "OfflineEngine":
         self.identity = dict(self.interpreter.identity)
-        address = str(Path(self._tmp.name) / "conn.sock")
+        # Only the start-up needs the socket: the folder goes once accepted.
+        folder = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")
+        address = str(Path(folder) / "conn.sock")
         key = secrets.token_bytes(16)
         listener = Listener(address=address, family="AF_UNIX", authkey=key)
         self.proc = launch([str(self.interpreter.python), str(WORKER), address, key.hex(),
@@ -68,9 +91,10 @@ class OfflineEngine(Engine):
                 self._conn = accepted[0]
                 ready = self._await(deadline)
             finally:
-                # Before close() removes its folder: the listener's own
-                # finalizer would fail at exit to unlink the socket.
+                # Before its folder goes: the listener's own finalizer
+                # would fail at exit to unlink the socket.
                 listener.close()
+                shutil.rmtree(folder, ignore_errors=True)
         except (_Died, _TimedOut) as e:
             crash = self._crash(getattr(e, "returncode", None),
                                 getattr(e, "what", f"start-up timed out after {self.start_timeout:.0f} s;"
@@ -158,5 +182,4 @@ class OfflineEngine(Engine):
             self._conn.close()
             self._conn = None
         self.ready = False
-        self._tmp.cleanup()
         return survivors

@@ -149,11 +149,12 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path | None
     pidfile.write_text(json.dumps({
         "pgid": popen.pid, "harness_pid": os.getpid(),
         "harness_started": psutil.Process().create_time(),
-        "engine_started": _create_time(popen.pid), "cmd": cmd[:6], "log": str(log_path)}))
+        "engine_started": started_at(popen.pid), "cmd": cmd[:6], "log": str(log_path)}))
     return EngineProcess(popen=popen, log_path=log_path, pidfile=pidfile, reaper=reaper)
 
 
-def _create_time(pid: int) -> float | None:
+def started_at(pid: int) -> float | None:
+    """The process's start time; None when there is no such process."""
     try:
         return psutil.Process(pid).create_time()
     except psutil.NoSuchProcess:
@@ -169,7 +170,7 @@ def reap_stale() -> list[int]:
         except (OSError, ValueError):
             f.unlink(missing_ok=True)
             continue
-        harness_alive = _create_time(info["harness_pid"]) == info["harness_started"]
+        harness_alive = started_at(info["harness_pid"]) == info["harness_started"]
         if harness_alive:
             continue
         members = group_members(info["pgid"])

@@ -22,6 +22,7 @@ import pytest
 from harness.checks.verdicts import Cause, Verdict
 from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
+from harness.engines.offline import remove_stale_socket_dirs
 from harness.engines.pool import EnginePool, PoolEntry
 from harness.engines.procs import reap_stale
 from harness.files import slug
@@ -132,6 +133,7 @@ def model_paths(engine_interpreter):
 @pytest.fixture(scope="session")
 def engine_pool(pytestconfig, engine_interpreter):
     reap_stale()
+    remove_stale_socket_dirs()
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
     pool = EnginePool(engine_interpreter, run_dir / "engines",
                       remote_url=pytestconfig.getoption("engine_url"))
@@ -251,10 +253,7 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -
     record.engine_version = engine.identity.get("version")
     run_dir = config.stash[POOL].logs_dir.parent
     if engine.log_path and use.window:
-        copy = run_dir / "logs" / f"{slug(use.scenario)}.log"
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        copy.write_text(engine.log_since(use.window))  # the slice grows while the scenario runs
-        record.log_path = str(copy)
+        record.log_path = str(write_log_slice(run_dir / "logs", use))
     window = use.memory()
     if window is not None and window.timeline:
         record.peak_memory = window.peak
@@ -269,6 +268,22 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -
         record.evidence.setdefault("crash", engine.crashed.to_dict() |
                                    {"log_tail": engine.crashed.log_tail[-40:]})
 
+
+
+def write_log_slice(logs_dir: Path, use: EngineUse) -> Path:
+    """The scenario's slice of its engine's log, rewritten by each of its
+    records (the slice grows while the scenario runs). The scenario and the
+    engine's log name the file, so uses of one scenario name on different
+    engines never overwrite each other's slice."""
+    engine = use.engine
+    path = logs_dir / f"{slug(use.scenario)}.{Path(engine.log_path).stem}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = engine.log_since(use.window)
+    if not text:
+        text = (f"[the engine wrote nothing to its log during this scenario, from byte "
+                f"{use.window.offset} of {engine.log_path}]\n")
+    path.write_text(text, encoding="utf-8")
+    return path
 
 # --- teardown -----------------------------------------------------------------
 
