@@ -7,20 +7,17 @@ usage: python benchmarks/bench_engines.py [--runs 5]
 """
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness.engines.base import Sampling
+from harness.engines.faults import kill_core_during
+from harness.engines.offline import OfflineEngine
+from harness.engines.server import ServerEngine
+from harness.workloads.chat import user
 
-from harness.engines.base import Sampling  # noqa: E402
-from harness.engines.faults import kill_core_during  # noqa: E402
-from harness.engines.interpreter import EngineInterpreter  # noqa: E402
-from harness.engines.offline import OfflineEngine  # noqa: E402
-from harness.engines.server import ServerEngine  # noqa: E402
-from harness.models import models_for  # noqa: E402
-from harness.workloads.chat import user  # noqa: E402
+from _tiny import tiny_gemma4
 
 
 def one_run(cls, model, args, interp, log):
@@ -38,9 +35,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     runs = ap.parse_args().runs
-    interp = EngineInterpreter()
-    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
-    model = interp.build_tiny_model("gemma4")
+    interp, entry, model = tiny_gemma4()
     with tempfile.TemporaryDirectory() as tmp:
         for cls in (OfflineEngine, ServerEngine):
             figures = [one_run(cls, model, entry.engine_args, interp, Path(tmp) / f"{cls.kind}-{i}.log")

@@ -21,14 +21,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import psutil
 
-import psutil  # noqa: E402
-
-from harness.memory.nvml import nvml_unavailable_reason  # noqa: E402
-from harness.memory.samplers import ENGINE_RSS, HostSampler, NvmlSampler, Sampler, used_series  # noqa: E402
+from harness.memory.nvml import nvml_unavailable_reason
+from harness.memory.samplers import ENGINE_RSS, HostSampler, NvmlSampler, Sampler, used_series
 
 MB = 1_000_000
 HOLD_S = 0.020

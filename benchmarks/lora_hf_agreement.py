@@ -37,22 +37,19 @@ usage: MMHARNESS_CACHE=... HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/lora_hf_
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fixtures import media
+from fixtures.adapters import AdapterSpec, build_adapter, standard
+from harness.checks.comparators import agree_within_top_k, chosen_logprob_deltas, compare_greedy
+from harness.engines.base import Sampling
+from harness.engines.offline import OfflineEngine
+from harness.lora.effects import changed, comparator_sees_adapter
+from harness.references.hf import HfReference
+from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids
 
-from fixtures import media  # noqa: E402
-from fixtures.adapters import AdapterSpec, build_adapter, standard  # noqa: E402
-from harness.checks.comparators import agree_within_top_k, chosen_logprob_deltas, compare_greedy  # noqa: E402
-from harness.engines.base import Sampling  # noqa: E402
-from harness.engines.interpreter import EngineInterpreter  # noqa: E402
-from harness.engines.offline import OfflineEngine  # noqa: E402
-from harness.lora.effects import changed, comparator_sees_adapter  # noqa: E402
-from harness.models import models_for  # noqa: E402
-from harness.references.hf import HfReference  # noqa: E402
-from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids  # noqa: E402
+from _tiny import tiny_gemma4
 
 
 def hf_changes_output(base, adapted) -> bool:
@@ -90,9 +87,7 @@ def split_gaps(h, v, comparison) -> str:
 
 
 def main() -> None:
-    interpreter = EngineInterpreter()
-    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4" and not e.build)
-    model = interpreter.build_tiny_model("gemma4")
+    interpreter, entry, model = tiny_gemma4()
     paths = {s.name: build_adapter(model, s) for s in SPECS}
     args = {**entry.engine_args, **LORA_ARGS, "enable_prefix_caching": False, "mm_processor_cache_gb": 0}
     vllm: dict[tuple[str, str], object] = {}

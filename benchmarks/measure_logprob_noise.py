@@ -8,27 +8,18 @@ usage: .venv/bin/python benchmarks/measure_logprob_noise.py
 from __future__ import annotations
 
 import itertools
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness.checks.comparators import chosen_logprob_deltas
+from harness.engines.offline import OfflineEngine
+from harness.workloads import audio
+from harness.workloads.chat import with_uuids
 
-from harness.checks.comparators import chosen_logprob_deltas  # noqa: E402
-from harness.engines.base import Sampling  # noqa: E402
-from harness.engines.interpreter import EngineInterpreter  # noqa: E402
-from harness.engines.offline import OfflineEngine  # noqa: E402
-from harness.models import models_for  # noqa: E402
-from harness.workloads import audio  # noqa: E402
-from harness.workloads.chat import with_uuids  # noqa: E402
-
-SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
-
+from _tiny import GREEDY_16, tiny_gemma4
 
 def main() -> None:
-    interpreter = EngineInterpreter()
-    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
-    model = interpreter.build_tiny_model("gemma4")
+    interpreter, entry, model = tiny_gemma4()
     convs = [r.conversation for r in audio.clip_workload("noise", [1.0, 3.5, 7.0, 12.0]).requests]
     args = {**entry.engine_args, "enable_prefix_caching": False, "mm_processor_cache_gb": 0}
     with tempfile.TemporaryDirectory() as tmp, \
@@ -36,10 +27,10 @@ def main() -> None:
         engine.start()
         runs = {}
         for n in (1, 2):
-            runs[f"alone{n}"] = [engine.chat([with_uuids(c, f"a{n}-{i}")], SAMPLING)[0]
+            runs[f"alone{n}"] = [engine.chat([with_uuids(c, f"a{n}-{i}")], GREEDY_16)[0]
                                  for i, c in enumerate(convs)]
             runs[f"batch{n}"] = engine.chat([with_uuids(c, f"b{n}-{i}") for i, c in enumerate(convs)],
-                                            SAMPLING)
+                                            GREEDY_16)
     for x, y in itertools.combinations(runs, 2):
         d = [v for a, b in zip(runs[x], runs[y]) for v in chosen_logprob_deltas(a, b)]
         same = sum(a.token_ids == b.token_ids for a, b in zip(runs[x], runs[y]))

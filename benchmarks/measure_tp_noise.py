@@ -10,28 +10,19 @@ usage: .venv/bin/python benchmarks/measure_tp_noise.py
 """
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from harness.checks.comparators import BF16_STEP
+from harness.engines.offline import OfflineEngine
+from harness.engines.parallel import placement
+from harness.workloads import lora
+from harness.workloads.chat import with_uuids
 
-from harness.checks.comparators import BF16_STEP  # noqa: E402
-from harness.engines.base import Sampling  # noqa: E402
-from harness.engines.interpreter import EngineInterpreter  # noqa: E402
-from harness.engines.offline import OfflineEngine  # noqa: E402
-from harness.engines.parallel import placement  # noqa: E402
-from harness.models import models_for  # noqa: E402
-from harness.workloads import lora  # noqa: E402
-from harness.workloads.chat import with_uuids  # noqa: E402
-
-SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
-
+from _tiny import GREEDY_16, tiny_gemma4
 
 def main() -> None:
-    interpreter = EngineInterpreter()
-    entry = next(e for e in models_for("cpu") if e.name == "tiny-gemma4")
-    model = interpreter.build_tiny_model("gemma4")
+    interpreter, entry, model = tiny_gemma4()
     ad = lora.Adapters(model)
     work = lora.mixed("tp-noise", [(m, a) for m in ("image", "text") for a in (None, ad.tower, ad.lm)]
                       + [("image", None), ("image", ad.tower), ("text", ad.lm)])
@@ -43,7 +34,7 @@ def main() -> None:
                               env=placement(tp, "cpu")) as engine:
             engine.start()
             outs[tp] = engine.chat([with_uuids(r.conversation, f"tp{tp}-{i}") for i, r in enumerate(work.requests)],
-                                   SAMPLING, adapters=work.adapters)
+                                   GREEDY_16, adapters=work.adapters)
     deltas, steps, equal = [], [], 0
     for label, a, b in zip(work.labels, outs[1], outs[2]):
         equal += a.token_ids == b.token_ids
