@@ -4,6 +4,7 @@ scenarios). A module's layer is the one of its longest listed prefix."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -82,3 +83,20 @@ def test_every_module_has_a_layer():
         layer_of(module_name(path))
     with pytest.raises(LookupError, match="harness.newthing is in no layer"):
         layer_of("harness.newthing")
+
+
+def library_table(doc: str) -> list[str]:
+    """The first column's paths of docs/architecture.md's library table."""
+    table = doc[doc.index("**Library**"):].split("\n\n")[1]
+    return [path for row in table.splitlines()[2:] for path in re.findall(r"`([^`]+)`", row.split("|")[1])]
+
+
+def test_the_folder_listing_reads_as_the_architecture_page_describes_it():
+    named = library_table((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    gone = [p for p in named if not ((ROOT / p) if p.startswith("fixtures/") else (ROOT / "harness" / p)).exists()]
+    assert gone == [], "docs/architecture.md names what is not there"
+    children = [c.name for c in (ROOT / "harness").iterdir()
+                if c.name not in ("__init__.py", "__main__.py", "__pycache__") and (c.is_dir() or c.suffix == ".py")]
+    unnamed = [c for c in children if not any(p.rstrip("/") == c or p.startswith(c.removesuffix(".py") + "/")
+                                              or p == c for p in named)]
+    assert unnamed == [], "harness/ holds what docs/architecture.md does not describe"
