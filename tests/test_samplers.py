@@ -297,12 +297,12 @@ def fake_nvml(used: list[int], processes: dict[int, int | None], *, has_v2: bool
 
 
 def test_fake_nvml_uses_v2_memory_info_and_falls_back_to_v1():
-    with Nvml(fake_nvml([5 << 30], {})) as session:
-        m = session.memory(0)
+    with Nvml(fake_nvml([5 << 30], {})) as nvml:
+        m = nvml.memory(0)
     assert (m.version, m.used, m.reserved) == (2, 5 << 30, 300 << 20)
     module = fake_nvml([5 << 30], {}, has_v2=False)
-    with Nvml(module) as session:
-        assert [session.memory(0).version for _ in range(3)] == [1, 1, 1]
+    with Nvml(module) as nvml:
+        assert [nvml.memory(0).version for _ in range(3)] == [1, 1, 1]
     assert module.calls == {"v2": 0, "v1": 3}  # v2 is not retried once it failed
 
 
@@ -442,12 +442,12 @@ def test_host_teardown_fails_on_a_surviving_process(child):
 
 
 def test_fake_nvml_gpu_teardown_leak_and_recovery():
-    with Nvml(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as session:
+    with Nvml(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as nvml:
         ok = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=0, timeout_s=10,
-                                session=session)
+                                nvml=nvml)
     assert ok.ok and ok.recoveries[0].final == 1 << 30
-    with Nvml(fake_nvml([3 << 30], {})) as session:
+    with Nvml(fake_nvml([3 << 30], {})) as nvml:
         leak = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=256 << 20, timeout_s=0,
-                                  session=session)
+                                  nvml=nvml)
     assert (leak.ok, leak.cause) == (False, Cause.LEAK)
     assert leak.evidence()["recoveries"][0]["excess"] == 2 << 30

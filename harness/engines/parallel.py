@@ -60,7 +60,7 @@ def gpu_count() -> int:
     from harness.memory.nvml import Nvml, NvmlUnavailable
 
     try:
-        with Nvml() as session:
-            return session.device_count()
+        with Nvml() as nvml:
+            return nvml.device_count()
     except NvmlUnavailable:
         return 0

@@ -95,14 +95,14 @@ class Nvml:
 def nvml_unavailable_reason(module: ModuleType | None = None) -> str | None:
     """None when NVML works and sees at least one GPU, else why not."""
     try:
-        session = Nvml(module)
+        nvml = Nvml(module)
     except NvmlUnavailable as exc:
         return str(exc)
     try:
-        if session.device_count() == 0:
+        if nvml.device_count() == 0:
             return "NVML unavailable: no GPU device visible"
     finally:
-        session.close()
+        nvml.close()
     return None
 
 

@@ -51,8 +51,8 @@ class MemoryWatch:
 
 
 def _all_devices() -> list[int]:
-    session = Nvml()
+    nvml = Nvml()
     try:
-        return list(range(session.device_count()))
+        return list(range(nvml.device_count()))
     finally:
-        session.close()
+        nvml.close()

@@ -40,8 +40,8 @@ def torch_cuda():
 
 @pytest.fixture(scope="module")
 def nvml():
-    with Nvml() as session:
-        yield session
+    with Nvml() as nvml:
+        yield nvml
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_ballast_leaves_the_profile_free_and_the_capacity_check_agrees(torch_cud
     pid = ready.pid
     assert not os.path.exists(f"/proc/{pid}"), "ballast process survived"
     teardown = check_gpu_teardown({device: baseline_used}, scenarios=["gpu-check"], margin_bytes=64 * MiB,
-                                  timeout_s=30, session=nvml)
+                                  timeout_s=30, nvml=nvml)
     assert teardown.ok, teardown.message
 
 
@@ -149,7 +149,7 @@ def test_memory_still_held_is_reported_as_a_leak(torch_cuda, nvml, device):
     settle(torch)
     try:
         leak = check_gpu_teardown(baseline, scenarios=["held"], margin_bytes=64 * MiB, timeout_s=1,
-                                  session=nvml)
+                                  nvml=nvml)
         assert (leak.ok, leak.cause) == (False, Cause.LEAK)
         assert leak.evidence()["recoveries"][0]["excess"] >= GiB
     finally:

@@ -153,25 +153,25 @@ def check_host_teardown(engine_processes: Iterable[SeenProcess], engine_segments
 
 # -- GPU tier -------------------------------------------------------------
 
-def gpu_baseline(devices: Iterable[int], session: Nvml | None = None) -> dict[int, int]:
+def gpu_baseline(devices: Iterable[int], nvml: Nvml | None = None) -> dict[int, int]:
     """Device used bytes per NVML index, to take before the engine starts."""
-    own = session is None
-    session = session or Nvml()
+    own = nvml is None
+    nvml = nvml or Nvml()
     try:
-        return {i: session.memory(i).used for i in devices}
+        return {i: nvml.memory(i).used for i in devices}
     finally:
         if own:
-            session.close()
+            nvml.close()
 
 
 def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str] = (),
                        engine_processes: Iterable[SeenProcess] = (),
                        margin_bytes: int = DEFAULT_GPU_MARGIN, timeout_s: float = DEFAULT_WAIT_S,
-                       session: Nvml | None = None) -> LeakVerdict:
+                       nvml: Nvml | None = None) -> LeakVerdict:
     """After teardown: each device's used memory is back within margin of
     its baseline, and no engine process survived."""
-    own = session is None
-    session = session or Nvml()
+    own = nvml is None
+    nvml = nvml or Nvml()
     try:
         start = time.monotonic()
         survivors = wait_for_exit(list(engine_processes), timeout_s)
@@ -179,9 +179,9 @@ def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str
         for index, used in baseline_used.items():
             left = max(timeout_s - (time.monotonic() - start), 0.0)
             recoveries.append(wait_for_recovery(
-                f"gpu{index} used memory", lambda i=index: session.memory(i).used, used,
+                f"gpu{index} used memory", lambda i=index: nvml.memory(i).used, used,
                 margin_bytes, higher_is_held=True, timeout_s=left))
     finally:
         if own:
-            session.close()
+            nvml.close()
     return LeakVerdict("gpu", list(scenarios), recoveries, survivors)

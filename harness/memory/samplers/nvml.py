@@ -84,7 +84,7 @@ class NvmlSampler(Sampler):
         self.own_pids = {os.getpid(), *own_pids}
         self._devices = list(devices) if devices is not None else None
         self._nvml_module = nvml_module
-        self._session: Nvml | None = None
+        self._nvml: Nvml | None = None
         self._tree = ProcessTree(root_pid) if root_pid is not None else None
         self._status: dict[int, Counter] = {}
 
@@ -94,14 +94,14 @@ class NvmlSampler(Sampler):
 
     def _open(self) -> None:
         try:
-            self._session = Nvml(self._nvml_module)
+            self._nvml = Nvml(self._nvml_module)
         except NvmlUnavailable as exc:
             raise SamplerUnavailable(str(exc)) from exc
-        count = self._session.device_count()
+        count = self._nvml.device_count()
         if self._devices is None:
             self._devices = list(range(count))
         if not self._devices or max(self._devices) >= count:
-            self._session.close()
+            self._nvml.close()
             raise SamplerUnavailable(f"NVML sees {count} device(s); asked for {self._devices}")
         self._status = {i: Counter() for i in self._devices}
         self._meta.update(root_pid=self.root_pid, devices=self._devices)
@@ -111,15 +111,15 @@ class NvmlSampler(Sampler):
             self._tree.refresh()
 
     def _read(self) -> dict[str, int]:
-        assert self._session is not None
+        assert self._nvml is not None
         reading: dict[str, int] = {}
         for index in self._devices:
-            memory = self._session.memory(index)
+            memory = self._nvml.memory(index)
             reading[used_series(index)] = memory.used
             self._meta["memory_info_version"] = memory.version
             if self._tree is None:
                 continue
-            listed = self._session.processes(index)
+            listed = self._nvml.processes(index)
             share = attribute(self._tree.pids, listed, self.own_pids)
             self._status[index][share.status] += 1
             if share.bytes is not None:
@@ -134,5 +134,5 @@ class NvmlSampler(Sampler):
     def _close(self) -> None:
         if self._tree is not None:
             self._tree.close()
-        if self._session is not None:
-            self._session.close()
+        if self._nvml is not None:
+            self._nvml.close()
