@@ -40,6 +40,10 @@ class CheckRecord:
     # in the harness reads it back.
     peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
     memory_timeline: dict[str, Any] | None = None
+    # [start, end] of the check's own call, in seconds on memory_timeline's
+    # clock: the timeline also holds the scenario's runs before it. None
+    # when unknown (no call phase, or a results.json from before the field).
+    call_window: list[float] | None = None
     # Card budget in bytes for the series that have one, drawn on the plot.
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)
     timeline_path: str | None = None
