@@ -7,8 +7,9 @@ render it beyond a blank page.
 The synthetic run is written the way the pytest plugin writes a real one:
 records through the store, each with its 400-point memory timeline and,
 for failures, the log tail. That recording cost is printed apart, since a
-real run pays it in the workers while the checks run; the failures'
-matplotlib figures are drawn with the page, so they count in its time.
+real run pays it in the workers while the checks run. Every check's detail
+(HTML) and chart data are made with the page, so they count in its time;
+the charts themselves are drawn by the browser (uPlot) when shown.
 """
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ def main() -> None:
     size = layout.report_html.stat().st_size
     failures = sum(1 for r in results.records if r.verdict not in ("pass", "skip"))
 
-    print(f"checks: {len(results.records)} ({failures} with a matplotlib figure)")
+    print(f"checks: {len(results.records)} ({failures} with a detail in the failures section)")
     print(f"recording (records and log tails; paid in the workers during the run): "
           f"{recording:.2f} s")
     print(f"page generation: {rendered - started:.3f} s "
