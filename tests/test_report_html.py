@@ -20,7 +20,7 @@ from harness.results.history import Streak
 from harness.results.log_tail import log_tail
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord
-from harness.results.run import RunResults, load_results
+from harness.results.run import RunResults
 from harness.results.store import RecordWriter, RunLayout
 from harness.units import GiB
 
@@ -105,6 +105,9 @@ def test_engine_output_and_logs_stay_text(report):
     assert "&lt;img src=x onerror=" in details                                     # divergence
     data = page[page.index('id="mmh-data">'):]
     assert "\\u003cscript\\u003edocument" in data                                  # JSON for the table
+    # A row's detail HTML, in the gzipped blob the page's script inserts.
+    row_detail = _details(report)[PASSING]["html"]
+    assert "&lt;script&gt;document" in row_detail and "<script" not in row_detail
 
 
 def test_summary_failures_by_cause_and_since(report):

@@ -40,7 +40,7 @@ def _view(record: CheckRecord, index: int, streak: Streak | None, report_dir: Pa
               ("Engine output", None if record.outputs is None else clip(pretty(record.outputs), OUTPUT_CHARS[failed])),
               ("Evidence", pretty(record.evidence) if record.evidence else None)]
     return {
-        "verdict": record.verdict or Verdict.ERROR.value,
+        "verdict": record.verdict,
         "facts": [(k, v) for k, v in facts if v],
         "known_issue": record.known_issue,
         "blocks": [(title, text) for title, text in blocks if text],

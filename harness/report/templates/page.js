@@ -82,6 +82,8 @@
     tr.appendChild(td);
     td.textContent = "loading…";
     details().then(function (all) {
+      // Rendered by the report's autoescaping templates: engine output and
+      // logs in it are text already, the same HTML "Failures in detail" holds.
       td.innerHTML = all[i].html;
       drawCharts(td.querySelectorAll("div.chart[data-i]"), all);
     });
