@@ -11,13 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from _tiny import tiny_gemma4
+
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
 from harness.engines.offline import OfflineEngine
 from harness.engines.server import ServerEngine
 from harness.workloads.chat import user
-
-from _tiny import tiny_gemma4
 
 
 def one_run(cls, model, args, interp, log):

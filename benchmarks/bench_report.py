@@ -7,8 +7,9 @@ render it beyond a blank page.
 The synthetic run is written the way the pytest plugin writes a real one:
 records through the store, each with its 400-point memory timeline and,
 for failures, the log tail. That recording cost is printed apart, since a
-real run pays it in the workers while the checks run; the failures'
-matplotlib figures are drawn with the page, so they count in its time.
+real run pays it in the workers while the checks run. Every check's detail
+(HTML) and chart data are made with the page, so they count in its time;
+the charts themselves are drawn by the browser (uPlot) when shown.
 """
 from __future__ import annotations
 
@@ -22,15 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from harness.checks.verdicts import Cause  # noqa: E402
-from harness.report.html import render_report  # noqa: E402
-from harness.results.log_tail import log_tail  # noqa: E402
-from harness.results.merge import merge_run  # noqa: E402
-from harness.results.record import CheckRecord  # noqa: E402
-from harness.results.store import RecordWriter, RunLayout  # noqa: E402
-from harness.units import GiB, MiB  # noqa: E402
+from harness.checks.verdicts import Cause
+from harness.report.html import render_report
+from harness.results.merge import merge_run
+from harness.results.record import CheckRecord, record_log_tail
+from harness.results.store import RecordWriter, RunLayout
+from harness.units import GiB, MiB
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -78,7 +76,7 @@ def write_run(run_dir: Path, checks: int, seed: int = 0) -> float:
             log_path=str(log), worker=f"gw{i % 2}")
         started = time.perf_counter()
         if failing:
-            record.log_tail = log_tail(log)
+            record.log_tail = record_log_tail(log)
         writers[i % 2].append(record)
         spent += time.perf_counter() - started
     for writer in writers:
@@ -125,7 +123,7 @@ def main() -> None:
     size = layout.report_html.stat().st_size
     failures = sum(1 for r in results.records if r.verdict not in ("pass", "skip"))
 
-    print(f"checks: {len(results.records)} ({failures} with a matplotlib figure)")
+    print(f"checks: {len(results.records)} ({failures} with a detail in the failures section)")
     print(f"recording (records and log tails; paid in the workers during the run): "
           f"{recording:.2f} s")
     print(f"page generation: {rendered - started:.3f} s "

@@ -40,6 +40,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from _tiny import tiny_gemma4
+
 from fixtures import media
 from fixtures.adapters import AdapterSpec, build_adapter, standard
 from harness.checks.comparators import agree_within_top_k, chosen_logprob_deltas, compare_greedy
@@ -48,8 +50,6 @@ from harness.engines.offline import OfflineEngine
 from harness.lora.effects import changed, comparator_sees_adapter
 from harness.references.hf import HfReference
 from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids
-
-from _tiny import tiny_gemma4
 
 
 def hf_changes_output(base, adapted) -> bool:

@@ -11,12 +11,13 @@ import itertools
 import tempfile
 from pathlib import Path
 
+from _tiny import GREEDY_16, tiny_gemma4
+
 from harness.checks.comparators import chosen_logprob_deltas
 from harness.engines.offline import OfflineEngine
 from harness.workloads import audio
 from harness.workloads.chat import with_uuids
 
-from _tiny import GREEDY_16, tiny_gemma4
 
 def main() -> None:
     interpreter, entry, model = tiny_gemma4()

@@ -13,13 +13,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from _tiny import GREEDY_16, tiny_gemma4
+
 from harness.checks.comparators import BF16_STEP
 from harness.engines.offline import OfflineEngine
 from harness.engines.parallel import placement
 from harness.workloads import lora
 from harness.workloads.chat import with_uuids
 
-from _tiny import GREEDY_16, tiny_gemma4
 
 def main() -> None:
     interpreter, entry, model = tiny_gemma4()

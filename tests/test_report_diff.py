@@ -101,7 +101,7 @@ def test_baseline_diff_is_rendered_into_the_page(tmp_path):
     section = page[page.index('<section id="diff"'):page.index("</section>", page.index('<section id="diff"'))]
     for key, count in (("new", 2), ("fixed", 2), ("still", 1), ("memory", 2)):
         assert f'data-diff="{key}" data-count="{count}"' in section
-    assert "<td class='mono changed'>0.9.1</td><td class='mono changed'>0.9.2</td>" in section
+    assert '<td class="mono changed">0.9.1</td><td class="mono changed">0.9.2</td>' in section
     assert "+15.0%" in section
 
 

@@ -1,25 +1,25 @@
-"""The HTML report: what it says, that engine output stays text, and a real
-headless Chromium that loads it, runs its script and takes a screenshot."""
+"""The HTML report: what it says, that engine output stays text, the memory
+chart's axes, and a real headless Chromium that loads it, runs its script
+and takes a screenshot."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import html
 import json
 import re
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from harness.report.html import render_report
+from harness.report.memory_plot import FAILURE_POINTS, HEADROOM, PAGE_POINTS, plot_data
 from harness.results.history import Streak
-from harness.results.log_tail import log_tail
 from harness.results.merge import merge_run
-from harness.results.record import CheckRecord
-from harness.results.run import RunResults, load_results
+from harness.results.record import CheckRecord, record_log_tail
+from harness.results.run import RunResults
 from harness.results.store import RecordWriter, RunLayout
 from harness.units import GiB
 
@@ -39,13 +39,14 @@ def _timeline(peak_gib: float) -> dict:
             "series": {"cuda:0": gpu, "engine-rss": [int(2 * GiB + i * 1e6) for i in range(400)]}}
 
 
-def crafted_run(base: Path) -> RunResults:
+def crafted_run(base: Path, extra_passes: int = 0) -> RunResults:
     """A run with one check of each verdict, written through the store the
     way the plugin writes one: a real log file, memory on the records."""
     layout = RunLayout(base / "run-20260102T020000Z")
-    files = base / "files"
-    files.mkdir(parents=True)
-    log = files / "engine.log"
+    # Where the engines plugin copies a scenario's log slice: in the run.
+    logs = layout.run_dir / "logs"
+    logs.mkdir(parents=True)
+    log = logs / "engine.log"
     log.write_text("".join(f"INFO step {i}\n" for i in range(200)) +
                    f"ERROR engine said {PWN}\nCUDA out of memory. Tried to allocate 2.00 GiB\n")
     records = [
@@ -55,7 +56,7 @@ def crafted_run(base: Path) -> RunResults:
                     divergence={"position": 7, "expected": "a cat", "actual": PWN_IMG},
                     outputs=[PWN, PWN_IMG], memory_budget={"cuda:0": 22 * GiB},
                     memory_timeline=_timeline(21.0), peak_memory={"cuda:0": 21 * GiB},
-                    log_path=str(log), log_tail=log_tail(log),
+                    log_path=str(log), log_tail=record_log_tail(log), call_window=[30.1, 31.16],
                     durations={"setup": 0.2, "call": 12.5, "teardown": 0.1}),
         CheckRecord(id=PASSING, family="audio_ragged", model="tiny-whisper", engine="offline:vllm",
                     engine_version="0.9.2", verdict="pass", outputs=PWN,
@@ -70,6 +71,8 @@ def crafted_run(base: Path) -> RunResults:
                     cause="mismatch", message="adapter output drifts",
                     known_issue={"link": "https://example.invalid/vllm/issues/9", "reason": "drift"}),
     ]
+    records += [CheckRecord(id=f"scenarios/test_more.py::test_more[{i:03d}]", family="more", verdict="pass",
+                            durations={"call": 0.5}) for i in range(extra_passes)]
     writer = RecordWriter(layout, "gw0")
     for record in records:
         writer.append(record)
@@ -101,6 +104,9 @@ def test_engine_output_and_logs_stay_text(report):
     assert "&lt;img src=x onerror=" in details                                     # divergence
     data = page[page.index('id="mmh-data">'):]
     assert "\\u003cscript\\u003edocument" in data                                  # JSON for the table
+    # A row's detail HTML, in the gzipped blob the page's script inserts.
+    row_detail = _details(report)[PASSING]["html"]
+    assert "&lt;script&gt;document" in row_detail and "<script" not in row_detail
 
 
 def test_summary_failures_by_cause_and_since(report):
@@ -122,33 +128,73 @@ def _page_data(report: Path) -> dict:
     return json.loads(data[:data.index("</script>")])
 
 
-def test_failure_gets_a_matplotlib_figure_and_the_rest_a_downsampled_timeline(report):
+def _details(report: Path) -> dict[str, dict]:
+    """Each check's entry in the page's gzipped blob, by check id."""
     data = _page_data(report)
-    rows = {row["id"]: row for row in data["records"]}
-    # Drawn from the record's timeline as the page was rendered: no file.
-    svg = gzip.decompress(base64.b64decode(rows[FAILING]["figure"])).decode()
-    assert svg.lstrip().startswith("<?xml") and "Matplotlib" in svg
-    assert "of budget" in svg and "cuda:0 budget 22.0 GiB" in svg
-    assert "figure" not in rows[PASSING]
-    assert not (report.parent / "plots").exists()
-    details = json.loads(gzip.decompress(base64.b64decode(data["details"])))
-    timeline = details[[row["id"] for row in data["records"]].index(PASSING)]["memory_timeline"]
-    assert timeline["t"]["n"] <= 48
+    entries = json.loads(gzip.decompress(base64.b64decode(data["details"])))
+    return {row["id"]: entry for row, entry in zip(data["records"], entries)}
+
+
+def test_every_chart_is_the_browsers_with_the_peak_kept(report):
+    details = _details(report)
+    failing, passing = details[FAILING]["plot"], details[PASSING]["plot"]
+    # A failure's chart is read, a pass's glanced at: more points for the first.
+    assert PAGE_POINTS < failing["t"]["n"] <= FAILURE_POINTS
+    assert passing["t"]["n"] <= PAGE_POINTS
     # The bucket maximum keeps the peak through downsampling.
-    assert max(timeline["mib"]["cuda:0"]) == 6 * GiB // 2**20
+    assert max(passing["mib"]["cuda:0"]) == 6 * GiB // 2**20
+    assert max(failing["mib"]["cuda:0"]) == 21 * GiB // 2**20
+    page = report.read_text()
+    assert "<svg" not in page and "figure" not in _page_data(report)["records"][0]
 
 
-def _chromium(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
-    profile = tempfile.mkdtemp(prefix="mmh-chromium-")
-    try:
-        return subprocess.run(
-            [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-             "--window-size=1280,2400", "--hide-scrollbars", "--virtual-time-budget=5000", *args],
-            capture_output=True, text=True, timeout=timeout)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+def test_chart_axes_fit_the_data_and_mark_the_call():
+    """The y axis ends above the peak (a flat line at the peak is not on the
+    frame) and above the budget line; the x axis is the timeline's own."""
+    flat = {"t": [0.5 + i / 10 for i in range(47)], "series": {"cuda:0": [3 * GiB] * 47}}
+    record = CheckRecord(id="c", memory_timeline=flat, call_window=[2.0, 3.06])
+    plot = plot_data(record, PAGE_POINTS)
+    assert plot["x"] == [0.5, flat["t"][-1]]
+    assert plot["y"] == [0, pytest.approx(3 * HEADROOM, abs=1e-3)] and HEADROOM > 1
+    assert plot["call"] == [2.0, 3.06]
+    budgeted = plot_data(dataclasses.replace(record, memory_budget={"cuda:0": 4 * GiB, "cpu": 9 * GiB}),
+                         PAGE_POINTS)
+    # A budget above the peak is inside the range; one for a series not drawn is not.
+    assert budgeted["y"][1] == pytest.approx(4 * HEADROOM, abs=1e-3)
+    assert budgeted["budget_gib"] == {"cuda:0": 4.0}
+    # Results from before the field: no window, nothing marked.
+    assert "call" not in plot_data(dataclasses.replace(record, call_window=None), PAGE_POINTS)
+
+
+def test_paths_are_relative_to_the_report_in_both_details(report):
+    page = report.read_text()
+    absolute = str(report.parent / "logs" / "engine.log")
+    assert absolute not in page and absolute not in json.dumps(_details(report))
+    article = page[page.index('<section id="details">'):]
+    row_detail = _details(report)[FAILING]["html"]
+    for shown in (article, row_detail):
+        assert '<div>log</div><div class="mono">logs/engine.log</div>' in shown
+
+
+def test_a_failures_detail_is_rendered_once_for_both_places(report):
+    page = report.read_text()
+    row = _row_of(report, FAILING)
+    article = re.search(rf'<article class="check" id="check-{row}"><h3>[^<]+</h3>(.*?)</article>',
+                        page, re.S).group(1)
+    assert article == _details(report)[FAILING]["html"]
+    assert "shaded: this check&#39;s call, 30.10–31.16 s" in article
+    assert "cuda:0: peak 21.00 GiB at 10.0 s, 95% of its 22.0 GiB budget" in article
+
+
+def _chromium(profile: Path, *args: str, window: str = "1280,2400",
+              timeout: int = 60) -> subprocess.CompletedProcess:
+    """Headless Chromium with its profile in the test's own directory."""
+    return subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile / 'chromium-profile'}", "--enable-logging=stderr",
+         "--v=0", f"--window-size={window}", "--hide-scrollbars", "--virtual-time-budget=5000", *args],
+        capture_output=True, text=True, timeout=timeout)
 
 
 def page_problems(dom: str, stderr: str) -> list[str]:
@@ -175,42 +221,74 @@ def _row_of(report: Path, check: str) -> int:
 
 @needs_chromium
 def test_browser_renders_report_without_errors(report, tmp_path):
-    # #row-N opens the passing check's detail, which draws its uPlot chart.
-    row = _row_of(report, PASSING)
-    done = _chromium("--dump-dom", f"{report.as_uri()}#row-{row}")
+    # #row-N opens the failing check's detail, which draws its uPlot chart.
+    row = _row_of(report, FAILING)
+    done = _chromium(tmp_path, "--dump-dom", f"{report.as_uri()}#row-{row}")
     dom = done.stdout
     assert page_problems(dom, done.stderr) == []
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', dom))
     assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "0", "skip": "1", "pass": "1"}
     assert "5 of 5 checks" in dom
-    # The failure's matplotlib figure was inflated into an image...
-    assert re.search(r'<img class="memory-plot" alt="memory timeline of [^"]+" src="blob:', dom)
-    # ...and the opened passing row drew its downsampled timeline.
-    detail = dom[dom.index(f'id="row-{row}"'):]
-    assert f'title="{PASSING}"' in detail[:300]
+    # The opened row drew its chart, on the axes the page data computed:
+    # uPlot's own scales, read back after drawing.
+    plot = _details(report)[FAILING]["plot"]
+    detail = dom[dom.index(f'id="row-{row}"'):dom.index('id="f-more"')]
+    chart = re.search(r'<div class="chart" data-i="\d+" data-drawn="1" data-x="([^"]+)" data-y="([^"]+)"',
+                      detail)
+    assert chart, detail[:2000]
+    assert [float(v) for v in chart.group(1).split(",")] == pytest.approx(plot["x"])
+    assert [float(v) for v in chart.group(2).split(",")] == pytest.approx(plot["y"])
     assert '<div class="uplot' in detail and "<canvas" in detail
+    # The same failure's chart under "Failures in detail" was drawn too.
+    article = dom[dom.index(f'id="check-{row}"'):]
+    assert '<div class="uplot' in article[:article.index("</article>")]
 
-    screenshot = tmp_path / "report.png"
-    shot = _chromium(f"--screenshot={screenshot}", report.as_uri())
+    screenshot = tmp_path / "report.png"  # stays in tmp_path, for a person to look at
+    shot = _chromium(tmp_path, f"--screenshot={screenshot}", report.as_uri())
     assert screenshot.exists(), shot.stderr
     from PIL import Image
     with Image.open(screenshot) as image:
         assert image.size == (1280, 2400)
         # A blank capture has a handful of colours; a report has hundreds.
         assert len(image.convert("RGB").getcolors(maxcolors=100_000) or []) > 200
-    keep = Path(tempfile.gettempdir()) / "mmharness-report-screenshot.png"
-    shutil.copy(screenshot, keep)  # for a person to look at
+
+
+# Left on <html> after the page opened #row-N: where the row and the
+# sticky header ended up.
+MEASURE = """<script>
+(function () {
+  var row = document.querySelector("#checks tr.row[id='" + location.hash.slice(1) + "']");
+  var th = document.querySelector("#checks th");
+  document.documentElement.setAttribute("data-measured", JSON.stringify({
+    scrolled: window.scrollY, rowTop: row.getBoundingClientRect().top,
+    headerBottom: th.getBoundingClientRect().bottom}));
+})();
+</script></body>"""
 
 
 @needs_chromium
-def test_browser_check_catches_a_broken_page(report):
+def test_row_opened_by_its_link_is_not_under_the_sticky_header(tmp_path):
+    results = crafted_run(tmp_path, extra_passes=80)
+    report = render_report(results, results.path.parent / "report.html")
+    measured = report.with_name("measured.html")
+    measured.write_text(report.read_text().replace("</body>", MEASURE))
+    row = _row_of(report, "scenarios/test_more.py::test_more[040]")
+    done = _chromium(tmp_path, "--dump-dom", f"{measured.as_uri()}#row-{row}", window="1280,600")
+    assert page_problems(done.stdout, done.stderr) == []
+    saw = json.loads(html.unescape(re.search(r'data-measured="([^"]*)"', done.stdout).group(1)))
+    assert saw["scrolled"] > 0  # premise: the page scrolled, so the header is stuck on top
+    assert saw["rowTop"] >= saw["headerBottom"], saw
+
+
+@needs_chromium
+def test_browser_check_catches_a_broken_page(report, tmp_path):
     """The checks above must be able to fail: a page whose script throws and
     that lets engine output in unescaped."""
     broken = report.with_name("broken.html")
     broken.write_text(report.read_text().replace(
         '<script type="application/json" id="mmh-data">',
         f'{PWN}<script>undefinedFunction();</script><script type="application/json" id="mmh-data">'))
-    done = _chromium("--dump-dom", broken.as_uri())
+    done = _chromium(tmp_path, "--dump-dom", broken.as_uri())
     problems = page_problems(done.stdout, done.stderr)
     assert any("undefinedFunction is not defined" in p for p in problems)
     assert "engine output ran as markup" in problems
@@ -246,10 +324,10 @@ READER = """<script>
 
 
 @needs_chromium
-def test_table_filters_sorts_and_opens_details_in_the_browser(report):
+def test_table_filters_sorts_and_opens_details_in_the_browser(report, tmp_path):
     driven = report.with_name("driven.html")
     driven.write_text(report.read_text().replace("</body>", READER))
-    done = _chromium("--dump-dom", driven.as_uri())
+    done = _chromium(tmp_path, "--dump-dom", driven.as_uri())
     assert page_problems(done.stdout, done.stderr) == []
     saw = json.loads(html.unescape(re.search(r'data-reader="([^"]*)"', done.stdout).group(1)))
     assert saw["text"] == ["scenarios/test_video.py::test_frames[tiny]",

@@ -200,7 +200,7 @@ def test_missing_key_is_absent_not_zero():
 
 
 def test_timeline_goes_on_a_record_and_survives_the_reports_thinning(tmp_path):
-    from harness.report.timeline import downsample
+    from harness.memory.timeline import downsample  # the one thinning, the report's too
     series = _Series()
     series.append(10.0, {"gpu0-used": 5})
     series.append(10.5, {"gpu0-used": 9, "gpu0-engine": 4})

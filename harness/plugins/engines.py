@@ -26,6 +26,7 @@ from harness.engines.offline import remove_stale_socket_dirs
 from harness.engines.pool import EnginePool, PoolEntry
 from harness.engines.procs import reap_stale
 from harness.files import slug
+from harness.memory.samplers import Sampler
 from harness.models import ModelEntry, ModelMatrixError, models_for
 from harness.plugins import retirement
 from harness.results.record import CheckRecord
@@ -38,6 +39,9 @@ MODELS = pytest.StashKey[list[ModelEntry]]()
 # The check running now, and the runs it has read.
 CURRENT = pytest.StashKey[pytest.Item | None]()
 RUNS = pytest.StashKey[list[Run]]()
+# The check's call phase on the samplers' clock (Sampler.now), so the
+# report can mark it on the memory timeline.
+CALL_SPAN = pytest.StashKey[tuple[float, float]]()
 POOL = pytest.StashKey[EnginePool]()
 FAULT_ENV = pytest.StashKey[dict]()
 LAST_CHECKS = pytest.StashKey[dict[str, "retirement.LastCheck"]]()
@@ -213,9 +217,11 @@ def pytest_runtest_call(item: pytest.Item):
     runs = item.stash.setdefault(RUNS, [])
     runs += [r for value in getattr(item, "funcargs", {}).values() for r in _runs_in(value)]
     item.config.stash[CURRENT] = item
+    started = Sampler.now()
     try:
         return (yield)
     finally:
+        item.stash[CALL_SPAN] = (started, Sampler.now())
         item.config.stash[CURRENT] = None
 
 
@@ -236,7 +242,7 @@ def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> No
     record.model = uses[0].entry.name
     record.evidence["engines"] = {r.how: _engine_name(r.use) for r in runs}
     for use in reversed(uses):  # the first run's engine is the record's own
-        _attach_engine(record, use, item.config)
+        _attach_engine(record, use, item.config, item.stash.get(CALL_SPAN, None))
 
 
 def _engine_name(use: EngineUse) -> str:
@@ -245,7 +251,8 @@ def _engine_name(use: EngineUse) -> str:
     return f"{use.engine.kind}:{use.engine.identity.get('distribution')}"
 
 
-def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -> None:
+def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config,
+                   call: tuple[float, float] | None) -> None:
     record.engine = _engine_name(use)
     if use.engine is None:
         return
@@ -258,6 +265,8 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config) -
     if window is not None and window.timeline:
         record.peak_memory = window.peak
         record.memory_timeline = window.to_dict(max_points=RECORD_TIMELINE_POINTS)["timeline"]
+        # On the timeline's clock: its times count from the window's start.
+        record.call_window = [round(t - window.started, 3) for t in call] if call else None
         csv = run_dir / "timelines" / f"{slug(use.scenario)}.csv"  # full resolution, for people
         csv.parent.mkdir(parents=True, exist_ok=True)
         window.write_csv(csv)

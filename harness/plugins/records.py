@@ -30,17 +30,11 @@ from typing import Any
 import pytest
 
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported, Verdict
-from harness.files import log_tail
 from harness.plugins import hookspecs
 from harness.plugins.run import is_worker, now, run_layout, worker_name
 from harness.results.known_issues import KnownIssue, KnownIssuesError, apply_known_issues, load_known_issues
-from harness.results.record import CheckRecord, json_safe
+from harness.results.record import CheckRecord, json_safe, record_log_tail
 from harness.results.store import RecordWriter, write_json_atomic
-
-# The end of the engine log kept in a failing check's record, so results.json
-# still explains the failure once the run directory is copied elsewhere.
-LOG_TAIL_BYTES = 12_000
-LOG_TAIL_LINES = 80
 
 
 @dataclasses.dataclass
@@ -109,7 +103,7 @@ def _close(config: pytest.Config, record: CheckRecord, item: pytest.Item | None)
     if record.log_path and record.verdict not in (Verdict.PASS.value, Verdict.SKIP.value):
         # Kept in the record, so results.json still explains the failure
         # after the run directory has been copied elsewhere.
-        record.log_tail = "\n".join(log_tail(Path(record.log_path), LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES))
+        record.log_tail = record_log_tail(Path(record.log_path))
 
 
 def _write(config: pytest.Config, record: CheckRecord) -> None:

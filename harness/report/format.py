@@ -1,14 +1,15 @@
-"""Small text helpers shared by the report's HTML sections and its data."""
+"""Small text helpers shared by the report's templates and its data."""
 from __future__ import annotations
 
 import json
-from html import escape
+from pathlib import Path
 from typing import Any
 
 from harness.checks.verdicts import Verdict
 from harness.report.summary import ORDER
 from harness.results.history import Streak
 from harness.results.record import CheckRecord
+from harness.units import GiB
 
 # Checks are listed failures first, in the order a reader triages them.
 TRIAGE = {v.value: i for i, v in enumerate(ORDER)}
@@ -56,10 +57,20 @@ def has_detail(record: CheckRecord) -> bool:
     return record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value
 
 
-def verdict_badge(verdict: str | None) -> str:
-    verdict = verdict or "error"
-    return f'<span class="verdict {css_class(verdict)}">{escape(verdict)}</span>'
-
-
 def css_class(verdict: str) -> str:
     return verdict.replace(" ", "-")
+
+
+def relative_path(path: str | None, report_dir: Path) -> str | None:
+    """A file of the run as the report's reader finds it: relative to the
+    report's directory when it lies under it, else as recorded."""
+    if not path:
+        return path
+    try:
+        return Path(path).relative_to(report_dir).as_posix()
+    except ValueError:
+        return path
+
+
+def gib(value: float) -> str:
+    return f"{value / GiB:.2f} GiB"

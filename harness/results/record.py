@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.verdicts import Verdict
+from harness.files import log_tail
 
 MEMORY_TIMELINE_POINTS = 400
 
@@ -40,6 +41,10 @@ class CheckRecord:
     # in the harness reads it back.
     peak_memory: dict[str, int] = dataclasses.field(default_factory=dict)
     memory_timeline: dict[str, Any] | None = None
+    # [start, end] of the check's own call, in seconds on memory_timeline's
+    # clock: the timeline also holds the scenario's runs before it. None
+    # when unknown (no call phase, or a results.json from before the field).
+    call_window: list[float] | None = None
     # Card budget in bytes for the series that have one, drawn on the plot.
     memory_budget: dict[str, int] = dataclasses.field(default_factory=dict)
     timeline_path: str | None = None
@@ -94,3 +99,13 @@ def json_safe(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy arrays and scalars
         return json_safe(value.tolist())
     return repr(value)
+
+
+# The end of the engine log kept in a failing check's record, so results.json
+# still explains the failure once the run directory is copied elsewhere.
+LOG_TAIL_BYTES = 12_000
+LOG_TAIL_LINES = 80
+
+
+def record_log_tail(log: Path) -> str:
+    return "\n".join(log_tail(log, LOG_TAIL_LINES, max_bytes=LOG_TAIL_BYTES))

@@ -17,6 +17,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from harness.memory.timeline import downsample
+
 DEFAULT_RATE_HZ = 100.0
 
 # Stored in a series where the key had no value at that tick.
@@ -155,10 +157,10 @@ class SamplerResult:
     def to_dict(self, max_points: int | None = 2000) -> dict:
         """JSON-safe record. The timeline is thinned to at most max_points by
         keeping each bucket's maximum, so peaks survive the thinning."""
-        times = list(self._series.times)
-        series = {k: list(v) for k, v in self._series.values.items()}
-        if max_points and len(times) > max_points:
-            times, series = _thin(times, series, max_points)
+        timeline = {
+            "t": [round(t - self.started, 4) for t in self._series.times],
+            "series": {k: [None if v == _ABSENT else v for v in col] for k, col in self._series.values.items()},
+        }
         return {
             "sampler": self.sampler,
             "rate_hz": self.rate_hz,
@@ -171,18 +173,8 @@ class SamplerResult:
             "marks": [{"t": t - self.started, "label": label} for t, label in self.marks],
             "notes": list(self.notes),
             "meta": dict(self.meta),
-            "timeline": {
-                "t": [round(t - self.started, 4) for t in times],
-                "series": {k: [None if v == _ABSENT else v for v in col] for k, col in series.items()},
-            },
+            "timeline": downsample(timeline, max_points) if max_points else timeline,
         }
-
-
-def _thin(times: list[float], series: dict[str, list[int]], max_points: int):
-    step = -(-len(times) // max_points)  # ceiling division
-    out_t = [times[i] for i in range(0, len(times), step)]
-    out = {k: [max(col[i:i + step]) for i in range(0, len(col), step)] for k, col in series.items()}
-    return out_t, out
 
 
 class Sampler:

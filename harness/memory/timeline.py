@@ -1,13 +1,14 @@
-"""Thinning a record's memory timeline for drawing: the page's chart and the
-failure figure need fewer points than the record keeps."""
+"""Thinning a memory timeline: the sampler's record and the report's chart
+keep fewer points than were sampled, and neither may lose a peak."""
 from __future__ import annotations
 
 from typing import Any
 
 
 def downsample(timeline: dict[str, Any], points: int) -> dict[str, Any]:
-    """At most `points` samples of a record's `memory_timeline`; each keeps
-    its bucket's maximum, so the peak survives downsampling."""
+    """At most `points` samples of a timeline {"t": [...], "series": {name:
+    [bytes or None, ...]}}. Each kept sample is its bucket's maximum (None
+    only where the whole bucket was unknown), so the peak survives."""
     t = timeline["t"]
     if len(t) <= points:
         return timeline
