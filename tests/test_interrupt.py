@@ -17,6 +17,13 @@ EXIT_BOUND_S = 10.0
 pytestmark = pytest.mark.engine
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """A job started with `&` by a non-interactive shell inherits SIGINT
+    ignored, and Python then installs no KeyboardInterrupt handler: restore
+    the default a terminal gives, so the run under test sees Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _alive(p: psutil.Process) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
@@ -29,7 +36,7 @@ def test_sigint_while_an_engine_starts_stops_everything_within_bound(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "scenarios/test_encoder_memory.py", "-q",
                              "--results-dir", str(tmp_path / "run"), "--history", str(tmp_path / "h.jsonl")],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=ctrl_c_as_in_a_terminal)
     seen: dict[int, psutil.Process] = {}
     deadline = time.monotonic() + 120
     # Wait until the engine process is up and loading (its log has lines).

@@ -371,7 +371,9 @@ def test_interrupted_run_says_so_everywhere(pytester):
     run_dir, history = pytester.path / "run", pytester.path / "h.jsonl"
     done = subprocess.run([sys.executable, "-m", "pytest", f"--results-dir={run_dir}",
                            f"--history={history}", "-p", "no:cacheprovider"], cwd=pytester.path,
-                          env=_subprocess_env(), capture_output=True, text=True, timeout=120)
+                          env=_subprocess_env(), capture_output=True, text=True, timeout=120,
+                          # SIGINT as a terminal gives it, even under a `&` job that ignores it.
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout + done.stderr
     incomplete = "interrupted (Ctrl-C / SIGINT): 1 of 3 checks recorded"
     assert f"mmharness: INCOMPLETE ({incomplete}): 1 pass (1 checks)" in done.stdout
