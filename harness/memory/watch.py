@@ -10,10 +10,13 @@ from harness.memory.samplers.shm import existing_segments
 
 
 class MemoryWatch:
-    def __init__(self, tier: str, *, own_pids: tuple[int, ...] = ()):
+    def __init__(self, tier: str, *, own_pids: tuple[int, ...] = (), devices: tuple[int, ...] | None = None):
         # NVML where there is a GPU tier and a driver; the host's RSS otherwise.
         self.gpu = tier == "gpu" and nvml_unavailable_reason() is None
         self.own_pids = own_pids
+        # The GPUs the engine was given (NVML indices); None: every device.
+        # Others' engines on other GPUs must not move its baseline.
+        self.devices = list(devices) if devices is not None else None
         # GPU: device used bytes; host: the /dev/shm segments that were there
         # before the engine, so that only those it created count as its own.
         self.baseline: dict[int, int] | set[str] | None = None
@@ -21,10 +24,13 @@ class MemoryWatch:
         self.result: SamplerResult | None = None
 
     def before_start(self) -> None:
-        self.baseline = gpu_baseline(_all_devices()) if self.gpu else existing_segments()
+        if self.gpu:
+            self.baseline = gpu_baseline(self.devices if self.devices is not None else _all_devices())
+        else:
+            self.baseline = existing_segments()
 
     def start(self, root_pid: int) -> None:
-        self.sampler = (NvmlSampler(root_pid, own_pids=self.own_pids) if self.gpu
+        self.sampler = (NvmlSampler(root_pid, own_pids=self.own_pids, devices=self.devices) if self.gpu
                         else HostSampler(root_pid)).start()
 
     def now(self) -> float:
