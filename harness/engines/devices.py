@@ -111,32 +111,27 @@ class DeviceLedger:
     # --- taking and giving back ------------------------------------------------------
     def try_acquire(self, count: int, holder: str) -> Lease | None:
         """`count` free devices for `holder` (this process), or None while
-        others hold them. Raises NotHostable when the run cannot ever give
-        `count` (too few devices, some taken out after leaks, or the rest held
-        by this same process), NoDeviceLeft when every device was taken out."""
+        they are held. Raises NotHostable when the run can never give `count`
+        (too few devices, or too few left after leaks), NoDeviceLeft when
+        leaks took out every device."""
         with self._locked() as state:
             held, lost = state["held"], state["lost"]
             for key in [k for k, h in held.items() if not psutil.pid_exists(h["pid"])]:
                 del held[key]  # its holder died: a crashed worker
-            usable = [d for d in self.devices if str(d) not in lost]
-            if not usable:
-                raise NoDeviceLeft(f"no GPU left in this run: {_lost_text(lost)}")
-            mine = [d for d in usable if held.get(str(d), {}).get("pid") == os.getpid()]
-            if count > len(usable) - len(mine):
-                raise NotHostable(_short_of(count, holder, self.devices, lost, mine, held))
+            usable = self._usable(count, holder, state, mine_too=False)
             free = [d for d in usable if str(d) not in held]
             if len(free) < count:
                 return None
-            taken = free[:count]
-            for d in taken:
+            for d in free[:count]:
                 held[str(d)] = {"pid": os.getpid(), "holder": holder}
-            return Lease(tuple(taken), holder)
+            return Lease(tuple(free[:count]), holder)
 
     def acquire(self, count: int, holder: str, *, wait_s: float = DEFAULT_WAIT_S,
                 make_room: Callable[[], bool] | None = None) -> Lease:
-        """Wait for `count` devices. While none are free, `make_room` (this
+        """Wait for `count` devices. While they are held, `make_room` (this
         worker retiring an engine of its own) is called first, until it
-        returns False; then other workers are waited for, up to `wait_s`."""
+        returns False; then other workers are waited for, up to `wait_s`.
+        Devices this worker still holds then are not waited for (NotHostable)."""
         deadline = time.monotonic() + wait_s
         while True:
             lease = self.try_acquire(count, holder)
@@ -144,10 +139,25 @@ class DeviceLedger:
                 return lease
             if make_room is not None and make_room():
                 continue
+            with self._locked() as state:
+                self._usable(count, holder, state, mine_too=True)
             if time.monotonic() >= deadline:
                 raise NotHostable(f"{count} GPU(s) for {holder}: none came free within {wait_s:.0f} s; "
                                   f"held: {_held_text(self.state()['held'])}")
             time.sleep(self.poll_s)
+
+    def _usable(self, count: int, holder: str, state: dict, *, mine_too: bool) -> list[int]:
+        """The devices not taken out; raises when `count` of them can never
+        come free (with `mine_too`, counting those this process holds as
+        never free)."""
+        held, lost = state["held"], state["lost"]
+        usable = [d for d in self.devices if str(d) not in lost]
+        if not usable:
+            raise NoDeviceLeft(f"no GPU left in this run: {_lost_text(lost)}")
+        mine = [d for d in usable if mine_too and held.get(str(d), {}).get("pid") == os.getpid()]
+        if count > len(usable) - len(mine):
+            raise NotHostable(_short_of(count, holder, self.devices, lost, mine, held))
+        return usable
 
     def release(self, lease: Lease, lost: dict[int, str] | None = None) -> None:
         """Give the lease's devices back, except those in `lost` (device ->

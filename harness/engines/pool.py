@@ -31,7 +31,7 @@ from harness.engines.outcomes import EngineStartupFailed
 from harness.engines.remote import RemoteEngine
 from harness.engines.server import ServerEngine
 from harness.files import slug
-from harness.memory.samplers.leak import LeakVerdict, check_gpu_teardown
+from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_teardown
 from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server")
@@ -74,7 +74,7 @@ class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
                  remote_url: str | None = None, start_timeout: float = 600,
                  request_timeout: float = 600, watch_memory: bool = True,
-                 ledger: DeviceLedger | None = None):
+                 ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
         self.ledger = None if remote_url else ledger
         self._turn: Lease | None = None  # CPU tier: this worker's engine turn
@@ -82,7 +82,7 @@ class EnginePool:
         self._card_losses: dict[Lease, dict[int, str]] = {}
         self._returned: set[Lease] = set()
         self.evicted: set[int] = set()  # id() of engines retired to make room for another
-        self.watch_memory = watch_memory
+        self.watch_memory, self.leak_wait_s = watch_memory, leak_wait_s
         # Harness processes on the device (the card ballast): they prove NVML's
         # pids comparable with ours, and are never counted as the engine's.
         self.own_pids: list[int] = []
@@ -146,7 +146,7 @@ class EnginePool:
         engine = cls(model, engine_args, self.interpreter, log, name=name,
                      env={**env, **(lease.env() if lease else {})},
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
-        watch = (MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids),
+        watch = (MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids), wait_s=self.leak_wait_s,
                              devices=lease.devices if lease else None) if self.watch_memory else None)
         if watch:
             watch.before_start()
@@ -235,7 +235,7 @@ class EnginePool:
             self._evict(key)
         lost = self._card_losses.pop(lease, {})
         if not self._interrupted:
-            verdict = check_gpu_teardown(baseline_used, scenarios=[lease.holder])
+            verdict = check_gpu_teardown(baseline_used, scenarios=[lease.holder], timeout_s=self.leak_wait_s)
             lost.update({d: f"memory not back after the card ballast of {lease.holder}"
                          for d in verdict.unrecovered_devices if d not in lost})
         self.ledger.release(lease, lost=lost)

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 from harness.memory.nvml import Nvml, nvml_unavailable_reason
 from harness.memory.samplers import HostSampler, NvmlSampler, Sampler, SamplerResult
-from harness.memory.samplers.leak import LeakVerdict, check_gpu_teardown, check_host_teardown, gpu_baseline
+from harness.memory.samplers.leak import (DEFAULT_WAIT_S, LeakVerdict, check_gpu_teardown, check_host_teardown,
+                                         gpu_baseline)
 from harness.memory.samplers.shm import existing_segments
 
 
 class MemoryWatch:
-    def __init__(self, tier: str, *, own_pids: tuple[int, ...] = (), devices: tuple[int, ...] | None = None):
+    def __init__(self, tier: str, *, own_pids: tuple[int, ...] = (), devices: tuple[int, ...] | None = None,
+                 wait_s: float = DEFAULT_WAIT_S):
         # NVML where there is a GPU tier and a driver; the host's RSS otherwise.
         self.gpu = tier == "gpu" and nvml_unavailable_reason() is None
         self.own_pids = own_pids
         # The GPUs the engine was given (NVML indices); None: every device.
         # Others' engines on other GPUs must not move its baseline.
         self.devices = list(devices) if devices is not None else None
+        self.wait_s = wait_s  # the leak check's bound on waiting for memory to come back
         # GPU: device used bytes; host: the /dev/shm segments that were there
         # before the engine, so that only those it created count as its own.
         self.baseline: dict[int, int] | set[str] | None = None
@@ -51,9 +54,10 @@ class MemoryWatch:
             return None
         processes = getattr(self.sampler, "pids_seen", [])
         if self.gpu:
-            return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes)
+            return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes,
+                                      timeout_s=self.wait_s)
         created = getattr(self.sampler, "shm_seen", set()) - self.baseline
-        return check_host_teardown(processes, created, scenarios=scenarios)
+        return check_host_teardown(processes, created, scenarios=scenarios, timeout_s=self.wait_s)
 
 
 def _all_devices() -> list[int]:

@@ -179,14 +179,13 @@ class Runner:
 
     def _open(self, kind: str, scenario: str, args: dict, extra_env: dict) -> EngineUse:
         tp = tensor_parallel(args)
-        card = self._card[1] if self._card and self._card[0] and \
-            all(args.get(k) == v for k, v in self._card[0].items()) else None
+        card = self._card_lease(args)
         use = EngineUse(kind, scenario, self.entry)
         try:  # a TP size this machine (or this run's GPUs) cannot host is skipped, saying why
-            env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
-            heads_divide(self.model, tp)
             if card and tp > 1:
                 raise NotHostable(f"TP {tp} needs {tp} GPUs; an emulated card is one")
+            env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
+            heads_divide(self.model, tp)
             use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
                                        name=self.entry.name, env=env, gpus=tp, lease=card)
         except NotHostable as e:
@@ -203,6 +202,12 @@ class Runner:
         use.t0 = use.watch.now() if use.watch else 0.0
         self._on_engine(use.engine)
         return use
+
+    def _card_lease(self, args: dict) -> Lease | None:
+        """The card's GPU, for an engine opened with the card's arguments."""
+        if self._card and self._card[0] and all(args.get(k) == v for k, v in self._card[0].items()):
+            return self._card[1]
+        return None
 
     def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable) -> Run:
         run = Run(how, workload)
