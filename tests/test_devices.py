@@ -21,6 +21,7 @@ from harness.checks.verdicts import Cause, Verdict
 from harness.engines import pool as pool_mod
 from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLeft, run_devices
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.parallel import NotHostable
 from harness.engines.pool import EnginePool
 from harness.plugins.engines import _teardown_record
@@ -131,6 +132,7 @@ class GpuStandIn:
     used: dict[int, list[int]] = {}
     leaky: set[int] = set()
     lingering = 0
+    fail_start = False
     started: list["GpuStandIn"] = []
 
     def __init__(self, model, engine_args, interpreter, log_path, *, name, env, **_):
@@ -144,6 +146,8 @@ class GpuStandIn:
     def start(self):
         for d in self.devices:
             self.used[d][:] = [BASE + HELD]
+        if self.fail_start:  # it died while loading, leaving its memory held
+            raise EngineStartupFailed(EngineCrashed(Cause.OOM, detail="CUDA out of memory"))
         self.popen = subprocess.Popen(["sleep", "60"])
         self.proc = SimpleNamespace(pid=self.popen.pid, death=self.popen.poll)
         self.ready = True
@@ -164,7 +168,7 @@ class GpuStandIn:
 def gpu_pool(tmp_path, monkeypatch, fake_nvml):
     """An engine pool over 2 fake GPUs with a ledger, starting stand-ins."""
     GpuStandIn.used = {0: [BASE], 1: [BASE]}
-    GpuStandIn.leaky, GpuStandIn.started, GpuStandIn.lingering = set(), [], 0
+    GpuStandIn.leaky, GpuStandIn.started, GpuStandIn.lingering, GpuStandIn.fail_start = set(), [], 0, False
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(GpuStandIn.used, {}, devices=2))
     monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
     interpreter = EngineInterpreter(tier="gpu")
@@ -210,6 +214,16 @@ def test_a_gpu_that_does_not_recover_is_a_leak_of_its_scenario_and_out_of_the_ru
     gpu_pool.release_since(0)
     with pytest.raises(NoDeviceLeft, match="no GPU left"):
         gpu_pool.get("offline", "m", {}, scenario="s-last", name="tp1")
+
+
+def test_an_engine_that_failed_to_start_gives_its_gpus_back_only_once_its_memory_is(gpu_pool):
+    GpuStandIn.fail_start = True
+    with pytest.raises(EngineStartupFailed):
+        gpu_pool.get("offline", "m", {}, scenario="s-oom", name="m")
+    [entry] = gpu_pool.retired
+    assert entry.served == ["s-oom"] and entry.taken_out == [0]
+    assert "served: s-oom" in _teardown_record(entry).message
+    assert gpu_pool.ledger.lost() == {0: "memory not back after engine 01-offline-m (served: s-oom)"}
 
 
 def test_a_card_lease_is_shared_by_its_engines_one_at_a_time(gpu_pool):

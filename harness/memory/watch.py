@@ -49,8 +49,10 @@ class MemoryWatch:
             self.result = self.sampler.stop()
 
     def leak_check(self, scenarios: list[str]) -> LeakVerdict | None:
-        """After the engine is torn down. None when nothing was watched."""
-        if self.sampler is None or self.baseline is None:
+        """After the engine is torn down. None when nothing was watched. On a
+        GPU the baseline alone is enough: an engine that failed to start
+        must give its memory back too."""
+        if self.baseline is None or (self.sampler is None and not self.gpu):
             return None
         processes = getattr(self.sampler, "pids_seen", [])
         if self.gpu:

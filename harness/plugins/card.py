@@ -145,6 +145,11 @@ class _Ballasts:
         self.pool.own_pids.append(ready.pid)
         return Card(profile, answer, ready, baseline[device], device)
 
+    @property
+    def lease(self) -> Lease | None:
+        """The held ballast's GPU, where the run's ledger gave one."""
+        return self.held[1] if self.held else None
+
     def close(self) -> None:
         if self.held:
             (ballast, lease, baseline), self.held = self.held, None
@@ -187,8 +192,8 @@ def card(pytestconfig, runner, _ballasts) -> Card:
     else:
         card = _ballasts.start(profile, card_answer(profile, encoder_scale(runner.model)),
                                holder=f"card {profile.id} for {runner.entry.name}")
-        if card.emulating and _ballasts.held[1]:  # engines on the card run on its GPU
-            runner.on_card(card.engine_overrides(), _ballasts.held[1])
+        if card.emulating and _ballasts.lease:  # engines on the card run on its GPU
+            runner.on_card(card.engine_overrides(), _ballasts.lease)
         yield card
         _ballasts.close()
 
