@@ -3,7 +3,8 @@ engine pool), for a machine with an NVIDIA GPU, in about a minute: the
 run's ledger over this machine's GPUs, CUDA_VISIBLE_DEVICES as a real child
 process sees it, the GPUs of a stopped process coming back only once NVML
 shows its real CUDA allocation freed, and a GPU still held by a live process
-reported as a leak against its scenario and taken out of the run.
+reported as a leak against its scenario and taken out of the run; a card's
+ballast on its leased GPU.
 
     .venv/bin/python -m pytest tests/gpu/test_gpu_devices.py -v
 
@@ -27,10 +28,11 @@ from harness.engines.devices import DeviceLedger, NoDeviceLeft, run_devices
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.parallel import NotHostable
 from harness.engines.pool import EnginePool
-from harness.memory.card import emulation_unavailable_reason
+from harness.memory.card import Ballast, emulation_unavailable_reason, get_profile
 from harness.memory.nvml import Nvml
+from harness.memory.samplers.leak import gpu_baseline
 from harness.plugins.engines import _teardown_record
-from harness.units import GiB
+from harness.units import GiB, MiB
 
 _REASON = emulation_unavailable_reason()  # NVML, and torch with CUDA in this interpreter
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
@@ -152,3 +154,26 @@ def test_a_gpu_a_live_process_still_holds_is_a_leak_and_out_of_the_run(pool, dev
             pool.get("offline", "m", {}, scenario="s-after", name="m")
     finally:
         engine.kill()
+
+
+def test_a_cards_ballast_holds_its_leased_gpu_and_gives_it_back(pool, devices):
+    """The card's GPU: the ballast sees only it (as CUDA device 0) and leaves
+    the profile's capacity free there; once the ballast stops, the GPU goes
+    back to the run with its memory at the baseline."""
+    device = devices[-1]
+    profile = get_profile("l4-22g")
+    with Nvml() as nvml:
+        if nvml.memory(device).free < profile.capacity_bytes + 2 * GiB:
+            pytest.skip(f"gpu{device} has too little free memory to emulate {profile.id}")
+    lease = pool.card_lease(f"card {profile.id} for m")
+    assert lease.devices == (device,)
+    baseline = gpu_baseline([device])
+    ballast = Ballast(profile.capacity_bytes, 0, env=lease.env())
+    try:
+        ready = ballast.start()
+        with Nvml() as nvml:
+            assert abs(nvml.memory(device).free - ready.free_bytes) < 64 * MiB
+    finally:
+        ballast.stop()
+    pool.return_card(lease, baseline)
+    assert pool.ledger.state()["held"] == {} and pool.ledger.lost() == {}
