@@ -95,12 +95,14 @@ class DeviceLedger:
         with open(self.path.with_suffix(".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                state = (json.loads(self.path.read_text()) if self.path.exists()
-                         else {"held": {}, "lost": {}})
+                before = self.path.read_text() if self.path.exists() else ""
+                state = json.loads(before) if before else {"held": {}, "lost": {}}
                 yield state
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-                tmp.replace(self.path)
+                after = json.dumps(state, indent=1, sort_keys=True)
+                if after != before:  # a waiter's polls write nothing
+                    tmp = self.path.with_suffix(".tmp")
+                    tmp.write_text(after)
+                    tmp.replace(self.path)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
