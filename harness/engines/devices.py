@@ -117,7 +117,7 @@ class DeviceLedger:
         (too few devices, or too few left after leaks), NoDeviceLeft when
         leaks took out every device."""
         with self._locked() as state:
-            held, lost = state["held"], state["lost"]
+            held = state["held"]
             for key in [k for k, h in held.items() if not psutil.pid_exists(h["pid"])]:
                 del held[key]  # its holder died: a crashed worker
             usable = self._usable(count, holder, state, mine_too=False)
