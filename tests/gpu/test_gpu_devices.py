@@ -28,9 +28,10 @@ from harness.engines.devices import DeviceLedger, NoDeviceLeft, run_devices
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.parallel import NotHostable
 from harness.engines.pool import EnginePool
-from harness.memory.card import Ballast, emulation_unavailable_reason, get_profile
+from harness.memory.card import emulation_unavailable_reason, get_profile
+from harness.memory.card.emulation import card_answer
 from harness.memory.nvml import Nvml
-from harness.memory.samplers.leak import gpu_baseline
+from harness.plugins.card import _Ballasts
 from harness.plugins.engines import _teardown_record
 from harness.units import GiB, MiB
 
@@ -157,23 +158,21 @@ def test_a_gpu_a_live_process_still_holds_is_a_leak_and_out_of_the_run(pool, dev
 
 
 def test_a_cards_ballast_holds_its_leased_gpu_and_gives_it_back(pool, devices):
-    """The card's GPU: the ballast sees only it (as CUDA device 0) and leaves
-    the profile's capacity free there; once the ballast stops, the GPU goes
-    back to the run with its memory at the baseline."""
+    """The card plugin's ballast: it leases a whole GPU, sees only it (as
+    CUDA device 0) and leaves the profile's capacity free there; once it
+    stops, the GPU goes back to the run with its memory at the baseline."""
     device = devices[-1]
     profile = get_profile("l4-22g")
     with Nvml() as nvml:
         if nvml.memory(device).free < profile.capacity_bytes + 2 * GiB:
             pytest.skip(f"gpu{device} has too little free memory to emulate {profile.id}")
-    lease = pool.card_lease(f"card {profile.id} for m")
-    assert lease.devices == (device,)
-    baseline = gpu_baseline([device])
-    ballast = Ballast(profile.capacity_bytes, 0, env=lease.env())
+    ballasts = _Ballasts(sys.executable, pool)
     try:
-        ready = ballast.start()
+        card = ballasts.start(profile, card_answer(profile), holder=f"card {profile.id} for m")
+        assert card.emulating and card.device == device and ballasts.lease.devices == (device,)
         with Nvml() as nvml:
-            assert abs(nvml.memory(device).free - ready.free_bytes) < 64 * MiB
+            assert abs(nvml.memory(device).free - card.ready.free_bytes) < 64 * MiB
+        assert pool.ledger.state()["held"][str(device)]["holder"] == f"card {profile.id} for m"
     finally:
-        ballast.stop()
-    pool.return_card(lease, baseline)
+        ballasts.close()
     assert pool.ledger.state()["held"] == {} and pool.ledger.lost() == {}
