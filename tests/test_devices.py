@@ -94,6 +94,38 @@ def test_parallel_workers_never_hold_one_device_together(tmp_path, devices):
         assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:])), spans
 
 
+def _holds_then_wants_another(path: str, barrier, log: str) -> None:
+    ledger = DeviceLedger(path, [0, 1], poll_s=0.01)
+    first = ledger.try_acquire(1, "card")
+    barrier.wait()
+    try:
+        ledger.acquire(1, "engine", wait_s=20)
+        outcome = "got"
+    except NotHostable as e:
+        outcome = "deadlock" if "waits too" in str(e) else str(e)
+    with open(log, "a") as f:
+        f.write(outcome + "\n")
+    time.sleep(0.2)
+    ledger.release(first)
+
+
+def test_workers_each_waiting_for_the_others_gpu_skip_instead_of_waiting_out(tmp_path):
+    """Two workers each hold a GPU (a card) and want one more: at least one
+    sees the deadlock at once, gives up, and the other then gets its GPU."""
+    log, ctx = tmp_path / "outcomes.txt", multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(2)
+    started = time.monotonic()
+    workers = [ctx.Process(target=_holds_then_wants_another, args=(str(tmp_path / "d.json"), barrier, str(log)))
+               for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+    outcomes = sorted(log.read_text().split())
+    assert "deadlock" in outcomes and set(outcomes) <= {"deadlock", "got"}, outcomes
+    assert time.monotonic() - started < 10
+
+
 def test_a_dead_holders_devices_are_free_again(tmp_path):
     path = tmp_path / "devices.json"
     child = multiprocessing.get_context("fork").Process(

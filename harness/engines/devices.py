@@ -126,6 +126,7 @@ class DeviceLedger:
                 return None
             for d in free[:count]:
                 held[str(d)] = {"pid": os.getpid(), "holder": holder}
+            state.get("waiting", {}).pop(str(os.getpid()), None)  # in the same breath: no false deadlock
             return Lease(tuple(free[:count]), holder)
 
     def acquire(self, count: int, holder: str, *, wait_s: float = DEFAULT_WAIT_S,
@@ -135,18 +136,23 @@ class DeviceLedger:
         returns False; then other workers are waited for, up to `wait_s`.
         Devices this worker still holds then are not waited for (NotHostable)."""
         deadline = time.monotonic() + wait_s
-        while True:
-            lease = self.try_acquire(count, holder)
-            if lease is not None:
-                return lease
-            if make_room is not None and make_room():
-                continue
+        try:
+            while True:
+                lease = self.try_acquire(count, holder)
+                if lease is not None:
+                    return lease
+                if make_room is not None and make_room():
+                    continue
+                with self._locked() as state:
+                    self._usable(count, holder, state, mine_too=True)
+                    _wait_in(state, holder)
+                if time.monotonic() >= deadline:
+                    raise NotHostable(f"{count} GPU(s) for {holder}: none came free within {wait_s:.0f} s; "
+                                      f"held: {_held_text(self.state()['held'])}")
+                time.sleep(self.poll_s)
+        finally:
             with self._locked() as state:
-                self._usable(count, holder, state, mine_too=True)
-            if time.monotonic() >= deadline:
-                raise NotHostable(f"{count} GPU(s) for {holder}: none came free within {wait_s:.0f} s; "
-                                  f"held: {_held_text(self.state()['held'])}")
-            time.sleep(self.poll_s)
+                state.get("waiting", {}).pop(str(os.getpid()), None)
 
     def _usable(self, count: int, holder: str, state: dict, *, mine_too: bool) -> list[int]:
         """The devices not taken out; raises when `count` of them can never
@@ -173,6 +179,18 @@ class DeviceLedger:
 
     def lost(self) -> dict[int, str]:
         return {int(d): why for d, why in self.state()["lost"].items()}
+
+
+def _wait_in(state: dict, holder: str) -> None:
+    """Note this worker as waiting. Raises NotHostable when every other
+    worker that holds a device waits too (each for the others' devices, say
+    two holding a card each): none of them would ever give one back."""
+    waiting = state.setdefault("waiting", {})
+    waiting[str(os.getpid())] = holder
+    others = {h["pid"] for h in state["held"].values() if h["pid"] != os.getpid()}
+    if others and all(str(pid) in waiting for pid in others):
+        raise NotHostable(f"{holder}: every GPU is held by a worker that waits too (a deadlock): "
+                          f"{_held_text(state['held'])}")
 
 
 def _lost_text(lost: dict[str, str]) -> str:
