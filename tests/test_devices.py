@@ -165,7 +165,6 @@ class GpuStandIn:
     leaky: set[int] = set()
     lingering = 0
     fail_start = False
-    started: list["GpuStandIn"] = []
 
     def __init__(self, model, engine_args, interpreter, log_path, *, name, env, **_):
         self.env, self.name, self.log_path = env, name, log_path
@@ -183,7 +182,6 @@ class GpuStandIn:
         self.popen = subprocess.Popen(["sleep", "60"])
         self.proc = SimpleNamespace(pid=self.popen.pid, death=self.popen.poll)
         self.ready = True
-        self.started.append(self)
         return self
 
     def close(self, grace):
@@ -200,7 +198,7 @@ class GpuStandIn:
 def gpu_pool(tmp_path, monkeypatch, fake_nvml):
     """An engine pool over 2 fake GPUs with a ledger, starting stand-ins."""
     GpuStandIn.used = {0: [BASE], 1: [BASE]}
-    GpuStandIn.leaky, GpuStandIn.started, GpuStandIn.lingering, GpuStandIn.fail_start = set(), [], 0, False
+    GpuStandIn.leaky, GpuStandIn.lingering, GpuStandIn.fail_start = set(), 0, False
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(GpuStandIn.used, {}, devices=2))
     monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
     interpreter = EngineInterpreter(tier="gpu")
