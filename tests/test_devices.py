@@ -349,3 +349,17 @@ def test_engines_with_the_cards_arguments_run_on_the_cards_gpu(runner_on_stub):
     assert [c["lease"] for c in pool.calls] == [lease, None]
     with pytest.raises(pytest.skip.Exception, match="an emulated card is one"):
         _batch(runner, engine_args={"gpu_memory_utilization": 0.27, "tensor_parallel_size": 2})
+
+
+def test_each_workers_engine_logs_carry_its_id(tmp_path, monkeypatch):
+    """Two xdist workers share the run's engines folder: their first engines
+    must not share a log, nor a teardown record's id."""
+    monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
+    GpuStandIn.used = {0: [BASE]}
+    logs = []
+    for worker in ("gw0-", "gw1-"):
+        pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False,
+                          log_prefix=worker)
+        logs.append(pool.get("offline", "m", {}, scenario="s", name="m", env={VISIBLE_ENV: "0"}).log_path.name)
+        pool.close_all()
+    assert logs == ["gw0-01-offline-m.log", "gw1-01-offline-m.log"]

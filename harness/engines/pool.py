@@ -74,9 +74,13 @@ class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
                  remote_url: str | None = None, start_timeout: float = 600,
                  request_timeout: float = 600, watch_memory: bool = True,
-                 ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S):
+                 ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S,
+                 log_prefix: str = ""):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
         self.ledger = None if remote_url else ledger
+        # Before each engine log's number: an xdist worker's id, so that two
+        # workers' engines never share a log (nor a teardown record's id).
+        self.log_prefix = log_prefix
         self._turn: Lease | None = None  # CPU tier: this worker's engine turn
         # A card's GPUs its engines left unrecovered, taken out when the card gives it back.
         self._card_losses: dict[Lease, dict[int, str]] = {}
@@ -138,7 +142,7 @@ class EnginePool:
 
     def _start(self, kind, model, engine_args, name, env, scenario, gpus, lease) -> PoolEntry:
         self._count += 1
-        log = self.logs_dir / f"{self._count:02d}-{kind}-{slug(name, 80)}.log"
+        log = self.logs_dir / f"{self.log_prefix}{self._count:02d}-{kind}-{slug(name, 80)}.log"
         if kind == "remote":
             return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
         lease, owns = self._devices_for(scenario, gpus, lease)

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -143,7 +144,8 @@ def engine_pool(pytestconfig, engine_interpreter):
     # The ledger is the run's, shared by its xdist workers: GPUs on the GPU
     # tier, one engine turn on the CPU tier (harness.engines.devices).
     pool = EnginePool(engine_interpreter, run_dir / "engines", remote_url=pytestconfig.getoption("engine_url"),
-                      ledger=run_ledger(run_dir, engine_interpreter.tier))
+                      ledger=run_ledger(run_dir, engine_interpreter.tier),
+                      log_prefix=f"{worker}-" if (worker := os.environ.get("PYTEST_XDIST_WORKER")) else "")
     pytestconfig.stash[POOL] = pool
     yield pool
     pool.close_all()
