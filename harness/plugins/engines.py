@@ -14,12 +14,14 @@
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
 import pytest
 
 from harness.checks.verdicts import Cause, Verdict
+from harness.engines.devices import run_ledger
 from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.offline import remove_stale_socket_dirs
@@ -139,8 +141,11 @@ def engine_pool(pytestconfig, engine_interpreter):
     reap_stale()
     remove_stale_socket_dirs()
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
-    pool = EnginePool(engine_interpreter, run_dir / "engines",
-                      remote_url=pytestconfig.getoption("engine_url"))
+    # The ledger is the run's, shared by its xdist workers: GPUs on the GPU
+    # tier, one engine turn on the CPU tier (harness.engines.devices).
+    pool = EnginePool(engine_interpreter, run_dir / "engines", remote_url=pytestconfig.getoption("engine_url"),
+                      ledger=run_ledger(run_dir, engine_interpreter.tier),
+                      log_prefix=f"{worker}-" if (worker := os.environ.get("PYTEST_XDIST_WORKER")) else "")
     pytestconfig.stash[POOL] = pool
     yield pool
     pool.close_all()
@@ -316,6 +321,8 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
                          log_path=str(engine.log_path) if engine.log_path else None,
                          params={"served": entry.served, "crashed_in": entry.crashed_in})
     verdict = entry.leak_verdict
+    if entry.lease:
+        record.evidence.update({"gpus": list(entry.lease.devices), "taken_out_of_run": entry.taken_out})
     if entry.watch and entry.watch.result:
         record.peak_memory = entry.watch.result.peak
     if entry.survivors:
@@ -330,4 +337,6 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
             record.verdict = Verdict.PASS.value
         else:
             record.verdict, record.cause, record.message = Verdict.FAIL.value, Cause.LEAK.value, verdict.message
+            if entry.taken_out:
+                record.message += f"; taken out of the run: {', '.join(f'gpu{d}' for d in entry.taken_out)}"
     return record
