@@ -2,9 +2,11 @@
 (NVML per-process peak or its device-used fallback), and the ballast's
 failure path on a machine without CUDA. tests/gpu/ runs the ballast for real.
 
-The FAKE NVML test feeds a stand-in pynvml module to exercise only the
-fallback arithmetic."""
+The fake NVML tests feed a stand-in pynvml module (the `fake_nvml` fixture)
+to exercise only the fallback arithmetic and the reasons emulation cannot run."""
 from __future__ import annotations
+
+import sys
 
 import psutil
 import pytest
@@ -15,7 +17,6 @@ from harness.memory.card import (PROFILES, Ballast, BallastError, UnknownCard, a
 from harness.memory.card.capacity import DEVICE_ARITHMETIC, PER_PROCESS, EnginePeak
 from harness.memory.card.profiles import GiB
 from harness.memory.samplers import NvmlSampler
-from tests.test_samplers import fake_nvml
 
 H200_PHYSICAL = 150_754_820_096  # what NVML reports as total on an H200 (140.4 GiB)
 
@@ -66,7 +67,7 @@ def test_budget_check_holds_the_peak_to_the_budget_not_the_capacity():
     assert "budget" in info.value.message
 
 
-def test_fake_nvml_engine_peak_per_process_when_pids_match():
+def test_fake_nvml_engine_peak_per_process_when_pids_match(fake_nvml):
     me = psutil.Process().pid
     module = fake_nvml([60 * GiB], {me: 15 * GiB})
     result = NvmlSampler(me, nvml_module=module).start().stop()
@@ -74,7 +75,7 @@ def test_fake_nvml_engine_peak_per_process_when_pids_match():
     assert (peak.bytes, peak.method) == (15 * GiB, PER_PROCESS)
 
 
-def test_fake_nvml_engine_peak_falls_back_to_device_arithmetic_on_pid_mismatch():
+def test_fake_nvml_engine_peak_falls_back_to_device_arithmetic_on_pid_mismatch(fake_nvml):
     me = psutil.Process().pid
     module = fake_nvml([60 * GiB], {4_000_001: 15 * GiB})  # host-namespace pid only
     result = NvmlSampler(me, nvml_module=module).start().stop()
@@ -83,11 +84,20 @@ def test_fake_nvml_engine_peak_falls_back_to_device_arithmetic_on_pid_mismatch()
     assert "pid-mismatch" in peak.note
 
 
-def test_emulation_unavailable_reason_on_this_machine():
-    reason = emulation_unavailable_reason()
-    if reason is None:
-        pytest.skip("card emulation can run here; tests/gpu covers it")
-    assert "NVML" in reason or "CUDA" in reason
+def test_emulation_unavailable_reason_names_what_is_missing(fake_nvml, monkeypatch):
+    import torch
+
+    no_gpu, one_gpu = fake_nvml([0], {}, devices=0), fake_nvml([0], {})
+    assert emulation_unavailable_reason(nvml_module=no_gpu) == \
+        "card emulation needs NVML: NVML unavailable: no GPU device visible"
+    # Another interpreter's torch is checked when the ballast starts, not here.
+    assert emulation_unavailable_reason("/another/python", nvml_module=one_gpu) is None
+    assert emulation_unavailable_reason(nvml_module=one_gpu) == (
+        None if torch.cuda.is_available()
+        else f"card emulation needs torch with CUDA; torch {torch.__version__} sees no CUDA device")
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails
+    assert emulation_unavailable_reason(nvml_module=one_gpu) == \
+        "card emulation needs torch for the ballast, and it is not installed"
 
 
 def test_ballast_without_cuda_fails_clearly_and_leaves_no_process():

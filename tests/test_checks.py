@@ -64,7 +64,8 @@ def test_invariant_passes_the_same_output_and_returns_its_evidence():
 def test_invariant_tolerates_a_near_tie_split():
     batched = done(5, 8, logprobs=[{5: -0.1}, {8: -0.50, 9: -0.55}])
     solo = done(5, 9, logprobs=[{5: -0.1}, {9: -0.50, 8: -0.52}])
-    check_invariant(batched, solo, "clip-7s")
+    evidence = check_invariant(batched, solo, "clip-7s")
+    assert evidence["comparison"].startswith("near-tie split at position 1: batch token 8, solo token 9")
 
 
 def test_invariant_fails_a_real_divergence_with_its_position():

@@ -1,7 +1,5 @@
 """OfflineEngine on the real CPU engine: one batch in one generate, bad input
 as a result, and SIGKILL of the engine core as a prompt verdict."""
-import os
-
 import pytest
 
 from harness.checks.verdicts import Cause, CheckFailure
@@ -39,10 +37,19 @@ def test_bad_image_is_a_result_and_the_engine_survives(engine):
     assert engine.assert_alive().token_ids
 
 
-def test_log_window_holds_only_this_slice(engine):
+def test_log_window_holds_what_was_written_after_the_mark_and_nothing_before(engine):
+    before = engine.log_path.read_text()
+    assert before, "premise: the log holds the start-up before the mark"
     window = engine.mark()
-    engine.chat([user("hello")], Sampling(max_tokens=2))
-    assert len(engine.log_since(window)) < os.path.getsize(engine.log_path)
+    [r] = engine.chat([user(image_part(b"not an image either", "image/png"), "Describe.")], Sampling(max_tokens=2))
+    assert isinstance(r, Rejected), r
+    text = engine.log_since(window)
+    # The worker printed this rejection's traceback into the window, once ...
+    error, message = r.message.split(": ", 1)
+    assert "Traceback (most recent call last)" in text
+    assert text.count(f"{error}: {message.splitlines()[0]}") == 1, (r.message, text[-2000:])
+    # ... and the window is the log from the mark on: nothing written before it.
+    assert engine.log_path.read_text().startswith(before + text)
 
 
 def test_sigkill_of_engine_core_mid_batch_is_a_prompt_verdict(engine):

