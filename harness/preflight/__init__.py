@@ -34,7 +34,8 @@ def problems(needs: Needs) -> list[str]:
     if needs.engine_url:
         found += endpoint_problems(needs.engine_url, needs.entries)
     hub = [e for e in needs.entries if e.tiny_arch is None]
-    found += hub_problems(hub, download=needs.starts_engines)
+    if hub:
+        found += hub_problems(hub, download=needs.starts_engines)
     if len(hub) < len(needs.entries):
         found += tiny_cache_problems()
     return found
