@@ -11,13 +11,16 @@ up in memory across a run.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.engines.base import Engine
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
+from harness.engines.outcomes import EngineStartupFailed
 from harness.engines.remote import RemoteEngine
+from harness.engines.retry import retry_for
 from harness.engines.server import ServerEngine
 from harness.files import slug
 from harness.memory.samplers.leak import LeakVerdict
@@ -38,6 +41,8 @@ class PoolEntry:
     no_leak_check_reason: str = "no memory watch on this engine"
     # The pool's hand-out count when this engine was last handed out.
     last_handed_out: int = 0
+    # The failed starts before this engine came up, each retried (harness.engines.retry).
+    attempts: list[dict] = field(default_factory=list)
 
 
 def config_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
@@ -90,6 +95,10 @@ class EnginePool:
         entry.last_handed_out = self._handed_out
         return entry.engine
 
+    def attempts_of(self, engine: Engine) -> list[dict]:
+        """The failed starts before this engine came up (each retried)."""
+        return next((e.attempts for e in [*self.entries.values(), *self.retired] if e.engine is engine), [])
+
     def mark(self) -> int:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
         return self._handed_out
@@ -109,8 +118,29 @@ class EnginePool:
         return released
 
     def _start(self, kind, model, engine_args, name, env) -> PoolEntry:
-        self._count += 1
-        log = self.logs_dir / f"{self._count:02d}-{kind}-{slug(name, 80)}.log"
+        """Start an engine; a start-up failure of the infrastructure (a port
+        race, memory not yet free) is tried once more, never anything else.
+        Every failed start keeps its own log and is listed in `attempts`, of
+        the entry or of the failure raised."""
+        attempts: list[dict] = []
+        while True:
+            self._count += 1
+            log = self.logs_dir / f"{self._count:02d}-{kind}-{slug(name, 80)}.log"
+            try:
+                entry = self._start_once(kind, model, engine_args, name, env, log)
+            except EngineStartupFailed as e:
+                retry = None if attempts else retry_for(e.crash)
+                attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
+                                 "retried": retry.reason if retry else None, "log": str(log)})
+                if retry is None:
+                    e.attempts = attempts
+                    raise
+                time.sleep(retry.delay_s)
+                continue
+            entry.attempts = attempts
+            return entry
+
+    def _start_once(self, kind, model, engine_args, name, env, log: Path) -> PoolEntry:
         if kind == "remote":
             return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
         cls = OfflineEngine if kind == "offline" else ServerEngine

@@ -259,6 +259,8 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config,
     engine = use.engine
     record.engine_version = engine.identity.get("version")
     run_dir = config.stash[POOL].logs_dir.parent
+    if attempts := config.stash[POOL].attempts_of(engine):  # its start was retried
+        record.evidence.setdefault("start_attempts", attempts)
     if engine.log_path and use.window:
         record.log_path = str(write_log_slice(run_dir / "logs", use))
     window = use.memory()
@@ -316,6 +318,8 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
                          log_path=str(engine.log_path) if engine.log_path else None,
                          params={"served": entry.served, "crashed_in": entry.crashed_in})
     verdict = entry.leak_verdict
+    if entry.attempts:  # its start was retried
+        record.evidence["start_attempts"] = entry.attempts
     if entry.watch and entry.watch.result:
         record.peak_memory = entry.watch.result.peak
     if entry.survivors:
