@@ -84,8 +84,14 @@ def failing_pool(monkeypatch, interpreter, tmp_path):
 
 def test_a_lost_port_race_is_retried_once_and_shown(failing_pool, tmp_path):
     pool, get = failing_pool
+    told = []
+    pool.on_start = told.append
     engine = get(1, PORT_RACE)
     assert engine.ready
+    assert [(t.log.name, t.outcome) for t in told] == [  # what the progress lines show
+        ("01-offline-stub.log", None), ("01-offline-stub.log", "retrying: port race"),
+        ("02-offline-stub.log", None), ("02-offline-stub.log", "ready")]
+    assert told[1].seconds > 0 and told[3].seconds > 0
     [attempt] = pool.attempts_of(engine)
     assert attempt["retried"] == "port race" and attempt["cause"] == Cause.STARTUP_FAILED.value
     assert "address already in use" in Path(attempt["log"]).read_text()  # the failed start's own log

@@ -94,7 +94,7 @@ def models_server():
     def serve(models: list[dict]) -> str:
         handler = type("Handler", (_OpenAIModels,), {"models": models})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
     yield serve
@@ -200,4 +200,12 @@ def test_only_what_the_selection_needs_is_checked(monkeypatch):
     assert asked == ["endpoint_problems", "tiny_cache_problems"]
     asked.clear()
     problems(Needs("cpu", entries=(CPU["tiny-gemma4"],), starts_engines=True, interpreter=object()))
-    assert asked == ["cpu_problems", "interpreter_problems", "tiny_cache_problems"]
+    assert asked == ["cpu_problems", "tiny_cache_problems", "interpreter_problems"]
+
+
+def test_the_interpreters_probe_waits_until_the_instant_checks_pass(monkeypatch):
+    from harness import preflight
+
+    monkeypatch.setattr(preflight, "endpoint_problems", lambda *a: ["nothing answers"])
+    monkeypatch.setattr(preflight, "interpreter_problems", lambda *a, **k: pytest.fail("probed"))
+    assert problems(Needs("cpu", engine_url="http://127.0.0.1:1", interpreter=object())) == ["nothing answers"]

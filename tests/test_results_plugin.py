@@ -19,8 +19,9 @@ from harness.results.status import ExitStatus
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
+# With the progress plugin, so that xdist runs show it does not break them.
 PLUGINS = ('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
-           '"harness.plugins.report"]\n')
+           '"harness.plugins.report", "harness.plugins.progress"]\n')
 
 SUITE = '''
 import pytest

@@ -14,6 +14,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from harness.engines.base import Engine
 from harness.engines.interpreter import EngineInterpreter
@@ -45,6 +46,16 @@ class PoolEntry:
     attempts: list[dict] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class EngineStart:
+    """What a start's watcher is told: when it begins, and how it ended."""
+    kind: str
+    name: str
+    log: Path
+    seconds: float | None = None  # None: it has just begun
+    outcome: str | None = None    # "ready", "retrying: <reason>", "failed: <cause>"
+
+
 def config_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
     return json.dumps([kind, model, engine_args, str(python), env or {}], sort_keys=True, default=str)
 
@@ -74,6 +85,8 @@ class EnginePool:
         self._count = 0
         self._handed_out = 0
         self._interrupted = False
+        # Told when each engine start begins and ends (progress lines).
+        self.on_start: Callable[[EngineStart], None] = lambda start: None
 
     def get(self, kind: str, model: str, engine_args: dict, *, scenario: str,
             name: str = "engine", env: dict | None = None) -> Engine:
@@ -126,17 +139,22 @@ class EnginePool:
         while True:
             self._count += 1
             log = self.logs_dir / f"{self._count:02d}-{kind}-{slug(name, 80)}.log"
+            self.on_start(EngineStart(kind, name, log))
+            began = time.monotonic()
             try:
                 entry = self._start_once(kind, model, engine_args, name, env, log)
             except EngineStartupFailed as e:
                 retry = None if attempts else retry_for(e.crash)
                 attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
                                  "retried": retry.reason if retry else None, "log": str(log)})
+                outcome = f"retrying: {retry.reason}" if retry else f"failed: {e.crash.cause.value}"
+                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome))
                 if retry is None:
                     e.attempts = attempts
                     raise
                 time.sleep(retry.delay_s)
                 continue
+            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready"))
             entry.attempts = attempts
             return entry
 

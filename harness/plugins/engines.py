@@ -106,6 +106,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
 
 
+def model_entry_of(item: pytest.Item) -> ModelEntry | None:
+    """The matrix entry a check runs on, None for one of no model."""
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("model_entry") if callspec else None
+    return entry if isinstance(entry, ModelEntry) else None  # NOTSET where a tier has none for it
+
+
 # --- fixtures --------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
@@ -141,6 +148,7 @@ def engine_pool(pytestconfig, engine_interpreter):
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
     pool = EnginePool(engine_interpreter, run_dir / "engines",
                       remote_url=pytestconfig.getoption("engine_url"))
+    pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)
     pytestconfig.stash[POOL] = pool
     yield pool
     pool.close_all()

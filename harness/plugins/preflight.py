@@ -15,7 +15,7 @@ import pytest
 
 from harness.engines.interpreter import EngineInterpreter
 from harness.models import ModelEntry
-from harness.plugins.engines import INTERPRETER, MODELS
+from harness.plugins.engines import INTERPRETER, MODELS, model_entry_of
 from harness.plugins.run import is_worker
 from harness.preflight import Needs, problems
 
@@ -23,15 +23,9 @@ from harness.preflight import Needs, problems
 def needs_of_items(config: pytest.Config, items: list[pytest.Item]) -> Needs:
     """What these checks need, read from their fixtures: a matrix entry
     (`model_entry`), the engine pool, the engine's interpreter."""
-    entries = dict.fromkeys(e for item in items if isinstance(e := _entry(item), ModelEntry))
+    entries = dict.fromkeys(e for item in items if (e := model_entry_of(item)) is not None)
     uses = {name for item in items for name in getattr(item, "fixturenames", ())}
     return _needs(config, tuple(entries), "engine_pool" in uses, "engine_interpreter" in uses)
-
-
-def _entry(item: pytest.Item):
-    """Its `model_entry` parameter (NOTSET where a tier has none for it)."""
-    callspec = getattr(item, "callspec", None)
-    return callspec.params.get("model_entry") if callspec else None
 
 
 def needs_of_options(config: pytest.Config) -> Needs:

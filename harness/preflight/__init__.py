@@ -25,12 +25,13 @@ class Needs:
 
 
 def problems(needs: Needs) -> list[str]:
-    """Every problem found, each check run only where the selection needs it."""
+    """The problems found, each check run only where the selection needs
+    it. The instant checks go first; the interpreter's probe (seconds) runs
+    only when they found nothing, so a wrong URL or a missing GPU is told
+    at once."""
     found: list[str] = []
     if needs.starts_engines:
         found += gpu_problems(needs.entries) if needs.tier == "gpu" else cpu_problems()
-    if needs.interpreter is not None:
-        found += interpreter_problems(needs.interpreter, gpu=needs.tier == "gpu" and needs.starts_engines)
     if needs.engine_url:
         found += endpoint_problems(needs.engine_url, needs.entries)
     hub = [e for e in needs.entries if e.tiny_arch is None]
@@ -38,4 +39,6 @@ def problems(needs: Needs) -> list[str]:
         found += hub_problems(hub, download=needs.starts_engines)
     if len(hub) < len(needs.entries):
         found += tiny_cache_problems()
+    if needs.interpreter is not None and not found:
+        found += interpreter_problems(needs.interpreter, gpu=needs.tier == "gpu" and needs.starts_engines)
     return found
