@@ -29,6 +29,8 @@ from harness.preflight.interpreter import interpreter_problems
 from harness.results.status import ExitStatus
 from harness.units import GiB
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[1]
 STOP_BOUND_S = 30.0
 CPU = {e.name: e for e in models_for("cpu")}
@@ -209,3 +211,15 @@ def test_the_interpreters_probe_waits_until_the_instant_checks_pass(monkeypatch)
     monkeypatch.setattr(preflight, "endpoint_problems", lambda *a: ["nothing answers"])
     monkeypatch.setattr(preflight, "interpreter_problems", lambda *a, **k: pytest.fail("probed"))
     assert problems(Needs("cpu", engine_url="http://127.0.0.1:1", interpreter=object())) == ["nothing answers"]
+
+
+def test_under_xdist_the_controller_checks_before_any_worker_starts(pytester):
+    """Only xdist's workers collect: the controller checks what the options select."""
+    pytester.makeconftest('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
+                          '"harness.plugins.engines", "harness.plugins.preflight"]\n')
+    pytester.makepyfile(test_family="def test_check(model_entry, check_record):\n    pass\n")
+    result = pytester.runpytest("-p", "xdist", "-n", "2", "--engine-url", "http://127.0.0.1:1",
+                                f"--results-dir={pytester.path / 'run'}")
+    assert result.ret == ExitStatus.USAGE
+    result.stderr.fnmatch_lines(["ERROR: preflight: *", "  - --engine-url http://127.0.0.1:1: no server answers there*"])
+    assert "bringing up nodes" not in result.stdout.str() and not (pytester.path / "run").exists()
