@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from pathlib import Path
+
 from harness.models import models_for
 from harness.results.status import ExitStatus
 
 pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
 
 PLUGINS = ('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", "harness.plugins.report", '
            '"harness.plugins.progress"]\n')
@@ -48,15 +52,18 @@ FAMILY_B = "def test_three(check_record):\n    pass\n"
 
 
 @pytest.fixture
-def suite(pytester):
+def suite(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's harness
     pytester.makeconftest(PLUGINS)
     pytester.makepyfile(test_family_a=FAMILY_A, test_family_b=FAMILY_B)
     return pytester
 
 
 def _run(pytester, *args):
-    return pytester.runpytest(f"--results-dir={pytester.path / 'run'}", f"--history={pytester.path / 'h.jsonl'}",
-                              *args)
+    # In a process of its own: pytest captures output there as in a real run.
+    return pytester.runpytest_subprocess(f"--results-dir={pytester.path / 'run'}",
+                                         f"--history={pytester.path / 'h.jsonl'}", "-p", "no:cacheprovider",
+                                         *args, timeout=120)
 
 
 def test_a_run_says_which_scenario_and_engine_it_is_at(suite):
