@@ -8,12 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import Cause, DetailedCause
+from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
 from harness.engines import offline
+from harness.engines.base import Sampling
 from harness.engines.causes import classify, engine_message
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.pool import EnginePool
 from harness.engines.retry import MEMORY_WAIT_S, Retry, retry_for
+from harness.models import models_for
+from harness.plugins.engines import _teardown_record
+from harness.runner import Runner
+from harness.workloads.text import text_workload
 
 FAILING_STUB = Path(__file__).with_name("_stub_failing_worker.py")
 
@@ -96,6 +101,9 @@ def test_a_lost_port_race_is_retried_once_and_shown(failing_pool, tmp_path):
     assert attempt["retried"] == "port race" and attempt["cause"] == Cause.STARTUP_FAILED.value
     assert "address already in use" in Path(attempt["log"]).read_text()  # the failed start's own log
     assert Path(attempt["log"]) != engine.log_path
+    pool.close_all()
+    [entry] = pool.retired
+    assert _teardown_record(entry).evidence["start_attempts"] == [attempt]  # the engine's record shows it
 
 
 def test_a_second_failure_is_not_retried(failing_pool, tmp_path):
@@ -104,6 +112,18 @@ def test_a_second_failure_is_not_retried(failing_pool, tmp_path):
         get(5, PORT_RACE)
     assert [a["retried"] for a in failed.value.attempts] == ["port race", None]
     assert (tmp_path / "starts").read_text() == "2"  # at most once more
+
+
+def test_a_check_on_an_engine_that_never_started_shows_its_attempts(failing_pool, tmp_path):
+    pool, get = failing_pool
+    env = {"MMHARNESS_STUB_COUNT": str(tmp_path / "starts"), "MMHARNESS_STUB_FAILURES": "5",
+           "MMHARNESS_STUB_FAILURE": PORT_RACE}
+    runner = Runner(models_for("cpu")[0], "no-model", "family", pool, remote=False, env=env,
+                    on_engine=lambda engine: None, on_run=lambda run: None)
+    run = runner.batch(text_workload(), Sampling())
+    with pytest.raises(CheckFailure) as failed:
+        run.outcomes
+    assert [a["retried"] for a in failed.value.evidence["start_attempts"]] == ["port race", None]
 
 
 def test_an_oom_at_start_up_is_not_retried(failing_pool, tmp_path):
