@@ -47,6 +47,7 @@ def stop_if_missing(needs: Needs) -> None:
                                 + "\n".join(f"  - {p}" for p in found))
 
 
+@pytest.hookimpl(tryfirst=True)  # before any other plugin acts on the collection
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if is_worker(config) or config.option.collectonly:
