@@ -1,3 +1,4 @@
 """Root conftest: the harness's pytest plugins, for scenarios and tests alike."""
 pytest_plugins = ["harness.plugins.run", "harness.plugins.records", "harness.plugins.report",
-                  "harness.plugins.engines", "harness.plugins.card"]
+                  "harness.plugins.engines", "harness.plugins.card", "harness.plugins.preflight",
+                  "harness.plugins.progress"]

@@ -4,12 +4,16 @@
   report render RUN_DIR      merge a run's records (a killed run's too, marked
                              incomplete) and write its report.html
   report summary RUN_DIR     the one-line summary and the report's path
+
+Exit statuses are harness.results.status.ExitStatus: diff exits 1 when the
+new run has new failures, render and summary give the run's own status.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import sys
+import traceback
 from pathlib import Path
 
 from harness.report.diff import diff_runs, format_diff
@@ -19,14 +23,21 @@ from harness.results.history import append_history, failing_since, history_entry
 from harness.results.merge import merge_run
 from harness.results.metadata import collect_host_metadata
 from harness.results.run import ResultsError, load_results
+from harness.results.status import ExitStatus, describe, failures_status, run_status
 from harness.results.store import RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
 KILLED = "killed before it finished"
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(ExitStatus.USAGE, f"{self.prog}: error: {message}\n")  # argparse's own is 2: interrupted here
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness")
+    parser = _Parser(prog="python -m harness")
     commands = parser.add_subparsers(dest="group", required=True)
     report = commands.add_parser("report", help="results and report of runs").add_subparsers(
         dest="command", required=True)
@@ -51,15 +62,22 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
     except ResultsError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        status = ExitStatus.USAGE
+    except Exception:  # an uncaught one would exit 1, which means new findings
+        traceback.print_exc()
+        status = ExitStatus.HARNESS_ERROR
+    if status:
+        print(f"mmharness: exit status {describe(status)}", file=sys.stderr)
+    return status
 
 
 def _diff(args: argparse.Namespace) -> int:
-    print(format_diff(diff_runs(load_results(args.old), load_results(args.new), args.memory_diff_pct)), end="")
-    return 0
+    diff = diff_runs(load_results(args.old), load_results(args.new), args.memory_diff_pct)
+    print(format_diff(diff), end="")
+    return failures_status([record for record, _ in diff.new_failures])
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -90,13 +108,13 @@ def _render(args: argparse.Namespace) -> int:
     for problem in results.problems:
         print(f"warning: {problem}", file=sys.stderr)
     print_run_summary(results, out)
-    return 0 if results.green else 1
+    return run_status(results)
 
 
 def _summary(args: argparse.Namespace) -> int:
     results = load_results(args.run_dir)
     print_run_summary(results, RunLayout(args.run_dir).report_html)
-    return 0 if results.green else 1
+    return run_status(results)
 
 
 COMMANDS = {"diff": _diff, "render": _render, "summary": _summary}

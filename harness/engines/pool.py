@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from harness.engines.base import Engine
 from harness.engines.devices import DeviceLedger, Lease
@@ -29,6 +31,7 @@ from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import EngineStartupFailed
 from harness.engines.remote import RemoteEngine
+from harness.engines.retry import retry_for
 from harness.engines.server import ServerEngine
 from harness.files import slug
 from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_teardown
@@ -55,6 +58,18 @@ class PoolEntry:
     owns_lease: bool = True
     # Its GPUs whose memory did not come back: out of the run.
     taken_out: list[int] = field(default_factory=list)
+    # The failed starts before this engine came up, each retried (harness.engines.retry).
+    attempts: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EngineStart:
+    """What a start's watcher is told: when it begins, and how it ended."""
+    kind: str
+    name: str
+    log: Path
+    seconds: float | None = None  # None: it has just begun
+    outcome: str | None = None    # "ready", "retrying: <reason>", "failed: <cause>"
 
 
 def config_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
@@ -97,6 +112,8 @@ class EnginePool:
         self._count = 0
         self._handed_out = 0
         self._interrupted = False
+        # Told when each engine start begins and ends (progress lines).
+        self.on_start: Callable[[EngineStart], None] = lambda start: None
 
     def get(self, kind: str, model: str, engine_args: dict, *, scenario: str,
             name: str = "engine", env: dict | None = None, gpus: int = 1,
@@ -122,6 +139,10 @@ class EnginePool:
         entry.last_handed_out = self._handed_out
         return entry.engine
 
+    def attempts_of(self, engine: Engine) -> list[dict]:
+        """The failed starts before this engine came up (each retried)."""
+        return next((e.attempts for e in [*self.entries.values(), *self.retired] if e.engine is engine), [])
+
     def mark(self) -> int:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
         return self._handed_out
@@ -141,8 +162,35 @@ class EnginePool:
         return released
 
     def _start(self, kind, model, engine_args, name, env, scenario, gpus, lease) -> PoolEntry:
-        self._count += 1
-        log = self.logs_dir / f"{self.log_prefix}{self._count:02d}-{kind}-{slug(name, 80)}.log"
+        """Start an engine; a start-up failure of the infrastructure (a port
+        race, memory not yet free) is tried once more, never anything else.
+        Every failed start keeps its own log and is listed in `attempts`, of
+        the entry or of the failure raised. A failed start gives its devices
+        back (after its leak check) before the next one takes its own."""
+        attempts: list[dict] = []
+        while True:
+            self._count += 1
+            log = self.logs_dir / f"{self.log_prefix}{self._count:02d}-{kind}-{slug(name, 80)}.log"
+            self.on_start(EngineStart(kind, name, log))
+            began = time.monotonic()
+            try:
+                entry = self._start_once(kind, model, engine_args, name, env, log, scenario, gpus, lease)
+            except EngineStartupFailed as e:
+                retry = None if attempts else retry_for(e.crash)
+                attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
+                                 "retried": retry.reason if retry else None, "log": str(log)})
+                outcome = f"retrying: {retry.reason}" if retry else f"failed: {e.crash.cause.value}"
+                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome))
+                if retry is None:
+                    e.attempts = attempts
+                    raise
+                time.sleep(retry.delay_s)
+                continue
+            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready"))
+            entry.attempts = attempts
+            return entry
+
+    def _start_once(self, kind, model, engine_args, name, env, log: Path, scenario, gpus, lease) -> PoolEntry:
         if kind == "remote":
             return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
         lease, owns = self._devices_for(scenario, gpus, lease)

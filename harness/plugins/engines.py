@@ -108,6 +108,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
 
 
+def model_entry_of(item: pytest.Item) -> ModelEntry | None:
+    """The matrix entry a check runs on, None for one of no model."""
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("model_entry") if callspec else None
+    return entry if isinstance(entry, ModelEntry) else None  # NOTSET where a tier has none for it
+
+
 # --- fixtures --------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
@@ -146,6 +153,7 @@ def engine_pool(pytestconfig, engine_interpreter):
     pool = EnginePool(engine_interpreter, run_dir / "engines", remote_url=pytestconfig.getoption("engine_url"),
                       ledger=run_ledger(run_dir, engine_interpreter.tier),
                       log_prefix=f"{worker}-" if (worker := os.environ.get("PYTEST_XDIST_WORKER")) else "")
+    pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)
     pytestconfig.stash[POOL] = pool
     yield pool
     pool.close_all()
@@ -264,6 +272,8 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config,
     engine = use.engine
     record.engine_version = engine.identity.get("version")
     run_dir = config.stash[POOL].logs_dir.parent
+    if attempts := config.stash[POOL].attempts_of(engine):  # its start was retried
+        record.evidence.setdefault("start_attempts", attempts)
     if engine.log_path and use.window:
         record.log_path = str(write_log_slice(run_dir / "logs", use))
     window = use.memory()
@@ -323,6 +333,8 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
     verdict = entry.leak_verdict
     if entry.lease:
         record.evidence.update({"gpus": list(entry.lease.devices), "taken_out_of_run": entry.taken_out})
+    if entry.attempts:  # its start was retried
+        record.evidence["start_attempts"] = entry.attempts
     if entry.watch and entry.watch.result:
         record.peak_memory = entry.watch.result.peak
     if entry.survivors:

@@ -195,7 +195,8 @@ class Runner:
             return use
         except EngineStartupFailed as e:
             use.failure = CheckFailure(e.crash.cause, f"{kind} engine for {self.entry.name} did not "
-                                       f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict()})
+                                       f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict(),
+                                                                            "start_attempts": e.attempts})
             return use
         use.window = use.engine.mark()
         use.watch = self.pool.watch_of(use.engine)
