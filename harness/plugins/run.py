@@ -166,7 +166,8 @@ def finish_run(config: pytest.Config, run: _Run, exitstatus: int, incomplete: st
         **collect_host_metadata(config.rootpath),
     }
     results = merge_run(run.layout, metadata, incomplete=incomplete)
-    append_history(history_path(config), history_entry(metadata["run_id"], results))
+    if not results.run.get("shard"):  # a shard's line is added by `report merge` (plugins/shard.py)
+        append_history(history_path(config), history_entry(metadata["run_id"], results))
     config.hook.pytest_mmharness_run_finished(config=config, results=results, layout=run.layout)
     _point_latest(run.layout.run_dir)
     return results
