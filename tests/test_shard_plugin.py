@@ -148,3 +148,27 @@ def test_shards_split_the_selection_and_an_empty_one_passes(suite):
 def test_a_bad_shard_value_stops_the_run(suite):
     bad = _pytest(suite, "--collect-only", "--shard=3/2")
     assert bad.returncode == pytest.ExitCode.USAGE_ERROR and "expected I/N" in bad.stderr
+
+
+CHECKER = """
+from harness.plugins.engines import LAST_CHECKS
+
+def pytest_collection_finish(session):
+    kept = {item.nodeid for item in session.items}
+    ends = session.config.stash[LAST_CHECKS]
+    print("LAST CHECKS KEPT", len(ends), all(nodeid in kept for nodeid in ends), len(kept))
+"""
+
+
+def test_engines_are_retired_after_the_last_check_the_shard_kept(tmp_path):
+    """The engines plugin notes each group's last check after the shard
+    has deselected: noted on a check of another shard, an engine would
+    outlive its group."""
+    (tmp_path / "shard_checker.py").write_text(CHECKER)
+    done = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", "-p", "shard_checker",
+                           "-p", "no:cacheprovider", "--shard=2/3", "--history", str(tmp_path / "none.jsonl")],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120)
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("LAST CHECKS KEPT")]
+    _, noted, kept_only, kept = line.rsplit(" ", 3)
+    assert int(noted) > 1 and kept_only == "True" and 0 < int(kept) < 357, done.stdout[-2000:] + done.stderr

@@ -49,8 +49,9 @@ def groups_of(items: list[pytest.Item]) -> list[Group]:
 
 
 # trylast: after pytest's own -k/-m/--deselect, so the selection is what is
-# balanced. Listed after the engines plugin in the root conftest, so this
-# runs before its (also trylast) note of each group's last check.
+# balanced. Listed before the engines plugin in the root conftest (pluggy
+# calls the later registered of two trylast hooks last), so this runs before
+# its note of each group's last check, after which engines are retired.
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     spec = config.stash.get(SPEC, None)
