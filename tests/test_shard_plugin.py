@@ -135,11 +135,13 @@ def test_shard_runs_merge_into_one_run(suite, tmp_path, capsys):
     assert "FAILED: 1 fail, 27 pass (28 checks)" in capsys.readouterr().out
 
 
-def test_shards_split_the_selection_and_an_empty_one_passes(suite):
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_shards_split_the_selection_and_an_empty_one_passes(suite, workers):
     """-k leaves one group: one of two shards holds it, the other nothing,
-    and did its part (exit 0, not "no tests collected")."""
-    done = [_pytest(suite, "-k", "test_no_model", f"--shard={i}/2", "--results-dir", str(suite / f"s{i}"))
-            for i in (1, 2)]
+    and did its part (exit 0, not "no tests collected"), with xdist too,
+    whose controller collects nothing itself."""
+    done = [_pytest(suite, "-n", workers, "-k", "test_no_model", f"--shard={i}/2",
+                    "--results-dir", str(suite / f"s{i}")) for i in (1, 2)]
     assert [d.returncode for d in done] == [0, 0], [d.stdout + d.stderr for d in done]
     held = sorted(len(json.loads((suite / f"s{i}" / "results.json").read_text())["records"]) for i in (1, 2))
     assert held == [0, 1]

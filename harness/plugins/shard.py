@@ -22,6 +22,10 @@ from harness.shards import Group, Shard, ShardSpec, parse_shard, plan_fingerprin
 SPEC = pytest.StashKey[ShardSpec]()
 # This shard's part of the plan, and how many checks the selection held.
 MINE = pytest.StashKey[tuple[Shard, int]]()
+# How many checks the selection held, all shards together: on the xdist
+# controller, which collects nothing, as its workers tell it.
+SELECTED = pytest.StashKey[int]()
+WORKEROUTPUT_SELECTED = "mmharness_shard_selected"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,6 +72,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
     config.stash[MINE] = (shard, len(mine) + len(dropped))
+    config.stash[SELECTED] = len(mine) + len(dropped)
+    if hasattr(config, "workeroutput"):
+        config.workeroutput[WORKEROUTPUT_SELECTED] = config.stash[SELECTED]
     if not config.option.collectonly:
         config.hook.pytest_mmharness_run_metadata(config=config, fields={"shard": {
             "index": spec.index, "count": spec.count, "plan": plan_fingerprint(groups, durations, spec.count),
@@ -83,11 +90,18 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
             f"groups, about {shard.estimated_s:.0f} s by {history_path(config)}")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    selected = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_SELECTED)
+    if selected:
+        node.config.stash[SELECTED] = selected
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     result = yield
-    # A shard the plan left empty did its part: not "no tests collected".
-    mine = session.config.stash.get(MINE, None)
-    if mine is not None and not mine[0].checks and mine[1] and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+    # A shard the plan left empty did its part: not "no tests collected",
+    # when other shards have checks to run.
+    if session.config.stash.get(SELECTED, 0) and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK
     return result
