@@ -153,19 +153,25 @@ def test_a_bad_shard_value_stops_the_run(suite):
 
 
 CHECKER = """
+from harness.models import models_for
 from harness.plugins.engines import LAST_CHECKS
+from harness.plugins.retirement import engine_group_key
+from harness.shards import group_of_check_id
 
 def pytest_collection_finish(session):
     kept = {item.nodeid for item in session.items}
     ends = session.config.stash[LAST_CHECKS]
     print("LAST CHECKS KEPT", len(ends), all(nodeid in kept for nodeid in ends), len(kept))
+    names = [e.name for e in models_for("cpu")]
+    print("KEYS AGREE", all(engine_group_key(i) == group_of_check_id(i.nodeid, names) for i in session.items))
 """
 
 
 def test_engines_are_retired_after_the_last_check_the_shard_kept(tmp_path):
     """The engines plugin notes each group's last check after the shard
     has deselected: noted on a check of another shard, an engine would
-    outlive its group."""
+    outlive its group. And an item's group, from its parameters, is the
+    one its id reads as (the reading the id-list tests and the benchmark use)."""
     (tmp_path / "shard_checker.py").write_text(CHECKER)
     done = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", "-p", "shard_checker",
                            "-p", "no:cacheprovider", "--shard=2/3", "--history", str(tmp_path / "none.jsonl")],
@@ -174,3 +180,4 @@ def test_engines_are_retired_after_the_last_check_the_shard_kept(tmp_path):
     [line] = [line for line in done.stdout.splitlines() if line.startswith("LAST CHECKS KEPT")]
     _, noted, kept_only, kept = line.rsplit(" ", 3)
     assert int(noted) > 1 and kept_only == "True" and 0 < int(kept) < 357, done.stdout[-2000:] + done.stderr
+    assert "KEYS AGREE True" in done.stdout
