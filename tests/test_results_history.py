@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from harness.results.history import append_history, failing_since, history_entry, last_durations, read_history
+from harness.results.history import append_history, check_durations, failing_since, history_entry, last_durations, read_history
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 
@@ -107,9 +108,16 @@ def test_a_line_keeps_each_checks_seconds_small_and_the_newest_counts():
     records = [CheckRecord(id=A, verdict="pass", durations={"setup": 30.04, "call": 2.0, "teardown": 0.01}),
                CheckRecord(id=V, verdict="fail", cause="oom", durations={"call": 1.26})]
     entry = _run_with("r1", 1, records)
-    assert entry["durations"] == {"scenarios/test_audio.py": {"test_ragged[tiny]": 32.0},
-                                  "scenarios/test_video.py": {"test_frames[tiny]": 1.3}}
+    assert entry["durations"] == {"scenarios/test_audio.py": {"test_ragged": {"tiny": 32.0}},
+                                  "scenarios/test_video.py": {"test_frames": {"tiny": 1.3}}}
     assert entry["causes"] == {V: "oom"}
     newer = _run_with("r2", 2, [CheckRecord(id=A, verdict="pass", durations={"call": 5.0})])
     gpu = _run_with("r3", 3, [CheckRecord(id=A, verdict="pass", durations={"call": 99.0})], tier="gpu")
     assert last_durations([newer, entry, gpu], "cpu") == {A: 5.0, V: 1.3}
+
+
+def test_every_real_check_id_comes_back_from_a_line():
+    ids = (Path(__file__).parent / "data" / "scenario_check_ids_gpu.txt").read_text().split()
+    ids += ["engine_teardown::01-offline-tiny-gemma4", "scenarios/test_x.py::test_plain", "scenarios/test_x.py::C::t[a-b]"]
+    entry = _run_with("r1", 1, [CheckRecord(id=i, verdict="pass") for i in ids])
+    assert sorted(check_durations(entry)) == sorted(ids)

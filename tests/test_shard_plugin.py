@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main as harness_main
+from harness.results.history import append_history, history_entry
+from harness.results.record import CheckRecord
+from harness.results.run import RunResults
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,13 +90,9 @@ def test_shards_cover_the_suite_disjointly_and_keep_groups_whole(suite):
     # Measured durations: the m-a audio group is the longest by far, so
     # longest-first gives it a shard of its own.
     whole = _collected(_pytest(suite, "--collect-only", "-q"))
-    seconds = {c: (60.0 if "test_audio" in c and "m-a" in c else 1.0) for c in whole}
-    by_file: dict[str, dict[str, float]] = {}
-    for check, s in seconds.items():
-        file, _, rest = check.partition("::")
-        by_file.setdefault(file, {})[rest] = s
-    (suite / "history.jsonl").write_text(json.dumps(
-        {"run_id": "r0", "started": "2026-01-01T00:00:00+00:00", "tier": None, "durations": by_file}) + "\n")
+    records = [CheckRecord(id=c, verdict="pass", durations={"call": 60.0 if "test_audio" in c and "m-a" in c else 1.0})
+               for c in whole]
+    append_history(suite / "history.jsonl", history_entry("r0", RunResults(run={"tier": None}, records=records)))
 
     shards = []
     for index in (1, 2, 3):

@@ -1,5 +1,6 @@
 """The append-only history of runs, one summary line per run, so the report
-can say for each failing check since which run it has failed."""
+can say for each failing check since which run it has failed (for the same
+cause), and `--shard` can plan from each check's last known seconds."""
 from __future__ import annotations
 
 import dataclasses
@@ -36,26 +37,35 @@ def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
         "causes": {r.id: r.cause for r in results.records if r.verdict in NOT_PASSING and r.cause},
         "files": sorted({_file(r.id) for r in results.records}),
         # Every check recorded, with its seconds (setup, call and teardown:
-        # engine starts included), grouped by file so the ids' common part
-        # is written once. Shards are planned from these, and they tell a
-        # check that passed from one that did not run.
-        "durations": _durations_by_file(results),
+        # engine starts included), nested by file and test function so the
+        # ids' common parts are written once. Shards are planned from these,
+        # and they tell a check that passed from one that did not run.
+        "durations": _durations_nested(results),
     }
 
 
-def _durations_by_file(results: RunResults) -> dict[str, dict[str, float]]:
-    by_file: dict[str, dict[str, float]] = {}
+def _durations_nested(results: RunResults) -> dict[str, dict[str, dict[str, float]]]:
+    """{file: {function: {parameters ("" for none): seconds}}}"""
+    nested: dict[str, dict[str, dict[str, float]]] = {}
     for record in results.records:
         file, _, rest = record.id.partition("::")
+        function, params = (rest[:rest.index("[")], rest[rest.index("[") + 1:-1]) \
+            if rest.endswith("]") and "[" in rest else (rest, "")
         seconds = sum(v for v in record.durations.values() if isinstance(v, (int, float)))
-        by_file.setdefault(file, {})[rest] = round(seconds, 1)
-    return by_file
+        nested.setdefault(file, {}).setdefault(function, {})[params] = round(seconds, 1)
+    return nested
 
 
 def check_durations(entry: dict[str, Any]) -> dict[str, float]:
     """A history line's seconds per check id ({} for a line from before the field)."""
-    return {f"{file}::{rest}" if rest else file: seconds
-            for file, checks in (entry.get("durations") or {}).items() for rest, seconds in checks.items()}
+    return {_check_id(file, function, params): seconds
+            for file, functions in (entry.get("durations") or {}).items()
+            for function, checks in functions.items() for params, seconds in checks.items()}
+
+
+def _check_id(file: str, function: str, params: str) -> str:
+    rest = f"{function}[{params}]" if params else function
+    return f"{file}::{rest}" if rest else file
 
 
 def last_durations(entries: list[dict[str, Any]], tier: str | None) -> dict[str, float]:
