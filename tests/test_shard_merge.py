@@ -106,6 +106,7 @@ def test_the_merged_report_opens_in_chromium_with_the_merged_counts(merged, tmp_
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', done.stdout))
     assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "1", "skip": "1", "pass": "2"}
     assert "7 of 7 checks" in done.stdout
+    assert "1/2 run-20260102T020001Z (3 checks); 2/2 run-20260102T020002Z (4 checks)" in done.stdout
 
 
 def test_a_missing_shard_leaves_the_merge_incomplete(tmp_path, capsys):
