@@ -11,8 +11,8 @@ in its setup), so a measured group needs no start cost added. A group with
 no history at all is placed by a stable hash of its key, so that a new
 group does not move with every change of the others; it is costed at an
 engine start plus a typical check per check, and the measured groups are
-packed around it. The split depends on nothing but the groups, their order
-of keys and the durations: every shard computes the same plan.
+packed around it. The split depends on nothing but the groups and the
+durations, not on their order: every shard computes the same plan.
 """
 from __future__ import annotations
 

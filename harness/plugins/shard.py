@@ -20,10 +20,10 @@ from harness.results.history import last_durations, read_history
 from harness.shards import Group, Shard, ShardSpec, parse_shard, plan_fingerprint, plan_shards
 
 SPEC = pytest.StashKey[ShardSpec]()
-# This shard's part of the plan, and how many checks the selection held.
-MINE = pytest.StashKey[tuple[Shard, int]]()
-# How many checks the selection held, all shards together: on the xdist
-# controller, which collects nothing, as its workers tell it.
+# This shard's part of the plan.
+MINE = pytest.StashKey[Shard]()
+# How many checks the selection held, all shards together (on the xdist
+# controller, which collects nothing, as its workers tell it).
 SELECTED = pytest.StashKey[int]()
 WORKEROUTPUT_SELECTED = "mmharness_shard_selected"
 
@@ -71,8 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    config.stash[MINE] = (shard, len(mine) + len(dropped))
-    config.stash[SELECTED] = len(mine) + len(dropped)
+    config.stash[MINE] = shard
+    config.stash[SELECTED] = len(items) + len(dropped)
     if hasattr(config, "workeroutput"):
         config.workeroutput[WORKEROUTPUT_SELECTED] = config.stash[SELECTED]
     if not config.option.collectonly:
@@ -85,8 +85,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     if MINE not in config.stash:
         return None
-    shard, total = config.stash[MINE]
-    return (f"shard {config.stash[SPEC]}: {len(shard.checks)} of {total} checks in {len(shard.groups)} "
+    shard = config.stash[MINE]
+    return (f"shard {config.stash[SPEC]}: {len(shard.checks)} of {config.stash[SELECTED]} checks in {len(shard.groups)} "
             f"groups, about {shard.estimated_s:.0f} s by {history_path(config)}")
 
 
