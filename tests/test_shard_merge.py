@@ -134,6 +134,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "a check twice": ([str(one), str(overlapping)], "is in two shards"),
         "not a shard": ([str(one), str(plain)], "not a shard's results"),
         "output holds results": ([str(one), str(two), "-o", str(one)], "already holds a results.json"),
+        "output is a file": ([str(one), str(two), "-o", str(tmp_path / "notes.txt")], "not a directory"),
     }
 
 

@@ -34,8 +34,8 @@ class Merged:
 def merge_shard_runs(inputs: list[Path], out: Path, history: Path | None = None) -> Merged:
     parts = [load_results(path) for path in inputs]
     merged = join_shards(parts)
-    if (out / "results.json").exists():
-        raise ShardJoinError(f"{out}: already holds a results.json; give -o a new directory")
+    if out.exists() and not out.is_dir() or (out / "results.json").exists():
+        raise ShardJoinError(f"{out}: not a directory, or already holds a results.json; give -o a new directory")
     merged.path = out / "results.json"
     write_results_atomic(merged.path, merged.to_json())
 
