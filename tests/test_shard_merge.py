@@ -117,6 +117,21 @@ def test_a_missing_shard_leaves_the_merge_incomplete(tmp_path, capsys):
     assert "INCOMPLETE" in capsys.readouterr().out
 
 
+def test_what_every_shard_records_alike_joins(tmp_path):
+    """Each shard's pool numbers its engines from 01, and each shard
+    collects every module: teardown checks are told apart by shard, a
+    collection error is kept once."""
+    def alike(index):
+        return [CheckRecord(id="engine_teardown::01-offline-tiny", family="engine_teardown", verdict="pass"),
+                CheckRecord(id="scenarios/test_broken.py", family="broken", verdict="error",
+                            cause="harness: collection error")]
+    dirs = [_shard(tmp_path, i, 2, alike(i) + ([SHARD_1, SHARD_2][i - 1])) for i in (1, 2)]
+    assert harness_main(["report", "merge", *map(str, dirs), "-o", str(tmp_path / "out")]) == 1
+    ids = [r["id"] for r in json.loads((tmp_path / "out" / "results.json").read_text())["records"]]
+    assert len(ids) == 10 and ids.count("scenarios/test_broken.py") == 1
+    assert {"engine_teardown::shard1of2-01-offline-tiny", "engine_teardown::shard2of2-01-offline-tiny"} <= set(ids)
+
+
 def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     one = _shard(tmp_path / "a", 1, 2, SHARD_1)
     two = _shard(tmp_path / "a", 2, 2, SHARD_2)
