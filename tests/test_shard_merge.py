@@ -24,15 +24,18 @@ NASTY = "<script>x()</script> ]]> & \"q\" \x00 \x1b[31mred"
 
 
 def _shard(base: Path, index: int, count: int, records: list[CheckRecord], plan: str = PLAN,
-           day: int = 2) -> Path:
+           day: int = 2, hour: int = 2) -> Path:
+    """A shard's run directory as the plugins leave it; its run id is named
+    after day 1 or 2 at 02:00 whatever `hour` it started (as a directory
+    named alike every night would be)."""
     layout = RunLayout(base / f"shard{index}")
     writer = RecordWriter(layout, "main")
     for record in records:
         writer.append(record)
     writer.close()
     merge_run(layout, {"run_id": f"run-202601{day:02d}T02000{index}Z", "tier": "cpu", "engine": "vllm",
-                       "started": f"2026-01-{day:02d}T02:00:0{index}+00:00",
-                       "finished": f"2026-01-{day:02d}T03:00:0{index}+00:00",
+                       "started": f"2026-01-{day:02d}T{hour:02d}:00:0{index}+00:00",
+                       "finished": f"2026-01-{day:02d}T{hour + 1:02d}:00:0{index}+00:00",
                        "shard": {"index": index, "count": count, "plan": plan, "checks": len(records)}},
               incomplete=None)
     return layout.run_dir
@@ -174,6 +177,12 @@ def test_merge_history_adds_each_shard_once_and_counts_failing_since(tmp_path):
         harness_main(["report", "merge", *map(str, dirs), "-o", str(tmp_path / out), "--history", str(history)])
     ids = [json.loads(line)["run_id"] for line in history.read_text().splitlines()]
     assert ids == ["run-20260101T020001Z", "run-20260102T020001Z", "run-20260102T020002Z"]
+    # A later night's shard in a directory named as an earlier run's would
+    # be left out of the history: refused, before anything is written.
+    reused = _shard(tmp_path / "night3", 1, 1, SHARD_1, plan="night3", day=1, hour=4)
+    written = history.read_bytes()
+    assert harness_main(["report", "merge", str(reused), "-o", str(tmp_path / "m3"), "--history", str(history)]) == 2
+    assert history.read_bytes() == written and not (tmp_path / "m3").exists()
     since = {r["id"].split("::")[1]: r.get("since") for r in _page_data(tmp_path / "m2" / "report.html")["records"]}
     assert since["test_b[m1]"] == "failing since run-20260101T020001Z (2 runs)"
     assert since["test_c[m2]"] == "new in this run"

@@ -34,6 +34,8 @@ class Merged:
 def merge_shard_runs(inputs: list[Path], out: Path, history: Path | None = None) -> Merged:
     parts = [load_results(path) for path in inputs]
     merged = join_shards(parts)
+    if history is not None:
+        _check_history(history, parts)
     if out.exists() and not out.is_dir() or (out / "results.json").exists():
         raise ShardJoinError(f"{out}: not a directory, or already holds a results.json; give -o a new directory")
     merged.path = out / "results.json"
@@ -55,6 +57,19 @@ def merge_shard_runs(inputs: list[Path], out: Path, history: Path | None = None)
             streaks.update(failing_since(read.entries, _run_id(part)))
     report = render_report(merged, out / "report.html", streaks=streaks, history_problems=problems)
     return Merged(merged, report, junit)
+
+
+def _check_history(history: Path, parts: list[RunResults]) -> None:
+    """A line is added once per run id, which is the run directory's name:
+    a shard in a directory of the same name as an earlier run's would be
+    silently left out of the history."""
+    started = {e["run_id"]: e.get("started") for e in read_history(history).entries}
+    for part in parts:
+        run_id = _run_id(part)
+        if run_id in started and started[run_id] != part.run.get("started"):
+            raise ShardJoinError(
+                f"{history}: already holds a run {run_id!r} started {started[run_id]}, not {part.path} "
+                f"(started {part.run.get('started')}): give each shard run a results directory of its own name")
 
 
 def _label(part: RunResults) -> str:
