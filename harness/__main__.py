@@ -4,9 +4,12 @@
   report render RUN_DIR      merge a run's records (a killed run's too, marked
                              incomplete) and write its report.html
   report summary RUN_DIR     the one-line summary and the report's path
+  report merge DIR... -o OUT join a run's shards (--shard I/N): results.json,
+                             report.html and JUnit XML
 
 Exit statuses are harness.results.status.ExitStatus: diff exits 1 when the
-new run has new failures, render and summary give the run's own status.
+new run has new failures, render, summary and merge give the run's own
+status.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
+from harness.report.shard_merge import merge_shard_runs
 from harness.report.summary import print_run_summary
 from harness.results.history import append_history, failing_since, history_entry, read_history
 from harness.results.merge import merge_run
@@ -59,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = report.add_parser("summary", help="print a run's one-line summary and report path")
     summary.add_argument("run_dir", type=Path)
+
+    merge = report.add_parser("merge", help="join a run's shards into one results.json, report and JUnit XML")
+    merge.add_argument("inputs", type=Path, nargs="+", metavar="DIR", help="shard run directories or results.json")
+    merge.add_argument("-o", "--output", type=Path, help="directory to write (default: reports/merged-<time>)")
+    merge.add_argument("--history", type=Path,
+                       help="add each shard's history line here, and count 'failing since' from it")
 
     args = parser.parse_args(argv)
     try:
@@ -117,7 +127,17 @@ def _summary(args: argparse.Namespace) -> int:
     return run_status(results)
 
 
-COMMANDS = {"diff": _diff, "render": _render, "summary": _summary}
+def _merge(args: argparse.Namespace) -> int:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    merged = merge_shard_runs(args.inputs, args.output or REPO / "reports" / f"merged-{stamp}", args.history)
+    for problem in merged.results.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    print_run_summary(merged.results, merged.report)
+    print(f"mmharness: junit: {', '.join(map(str, merged.junit))}")
+    return run_status(merged.results)
+
+
+COMMANDS = {"diff": _diff, "render": _render, "summary": _summary, "merge": _merge}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("harness.units", "harness.files", "harness.checks.verdicts", "harness.memory.nvml",
      "harness.memory.timeline", "harness.compat"),
-    ("harness.memory", "harness.results", "harness.setup"),
+    ("harness.memory", "harness.results", "harness.setup", "harness.shards"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters"),
     ("harness.runner", "harness.report"),

@@ -6,8 +6,9 @@ drawn by whichever plugin implements `pytest_mmharness_run_finished`.
 The run directory is --results-dir or `<rootdir>/reports/run-<UTC time>`;
 under xdist every worker writes into the controller's. `latest` beside it
 is a symlink to the newest run, and --history (`<rootdir>/reports/
-history.jsonl`) gets one line per run. A session with no check leaves no
-run directory behind.
+history.jsonl`) gets one line per run (a shard's is added by `report
+merge`: plugins/shard.py). A session with no check leaves no run
+directory behind.
 
 A run that did not go to its end (Ctrl-C, `-x`, `pytest.exit`) is marked
 incomplete in results.json and the history line, and never exits 0. A run
@@ -175,7 +176,8 @@ def finish_run(config: pytest.Config, run: _Run, exitstatus: int, incomplete: st
         **collect_host_metadata(config.rootpath),
     }
     results = merge_run(run.layout, metadata, incomplete=incomplete)
-    append_history(history_path(config), history_entry(metadata["run_id"], results))
+    if not results.run.get("shard"):  # a shard's line is added by `report merge` (plugins/shard.py)
+        append_history(history_path(config), history_entry(metadata["run_id"], results))
     config.hook.pytest_mmharness_run_finished(config=config, results=results, layout=run.layout)
     _point_latest(run.layout.run_dir)
     return results
