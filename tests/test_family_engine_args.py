@@ -6,6 +6,7 @@ import pytest
 
 from harness.models import ModelMatrixError, load_matrix, models_for, scenario_families
 from harness.runner.runner import Runner
+from tests.test_models_matrix import GOOD
 
 # The CPU entries' engine_args and what test_vision_lora's calls added to
 # them (harness/workloads/lora.py ENGINE_ARGS), as they were at beb023d,
@@ -22,15 +23,6 @@ BEFORE = {
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 
-GOOD = """
-[[cpu]]
-name = "a"
-model = "tiny:gemma4"
-modalities = ["text", "audio"]
-[cpu.engine_args]
-dtype = "bfloat16"
-max_num_seqs = 16
-"""
 
 
 def _runner(entry, family) -> Runner:
@@ -58,7 +50,7 @@ def test_cpu_engines_get_the_arguments_they_got_before(entry, family):
 
 def test_call_over_entry_family_over_family_default_over_entry(tmp_path):
     path = tmp_path / "m.toml"
-    path.write_text(GOOD + """
+    path.write_text(GOOD + """max_num_seqs = 16
 [cpu.families.test_vision_lora]
 engine_args = { max_lora_rank = 16 }
 [cpu.families.test_ragged_audio.engine_args]
