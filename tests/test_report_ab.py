@@ -105,6 +105,7 @@ def test_a_candidate_that_did_not_finish_is_a_regression_and_its_lost_checks_are
     assert (ab.regressions[0].kind, ab.regressions[0].cand) == ("incomplete run", "interrupted: 11 checks recorded")
     assert ("no longer passes", "test_same_answer", "not run") in [(f.kind, _short(f.check), f.cand)
                                                                    for f in ab.regressions]
+    assert compare_ab(cand, _cand()).warnings == ["BASE run incomplete: interrupted: 11 checks recorded"]
 
 
 def _write(run: RunResults, path):

@@ -30,6 +30,8 @@ CRASH_CAUSES = (Cause.ENGINE_DEAD.value, Cause.OOM.value, Cause.ILLEGAL_INSTRUCT
 REGRESSION_KINDS = ("incomplete run", "new crash", "new failure", "no longer passes", "output changed",
                     "memory up")
 FIX_KINDS = ("fixed", "newly passes", "memory down")
+# An answer's text in a finding's line; ab.html shows the whole outcome.
+OUTCOME_CHARS = 160
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +54,14 @@ class AbComparison:
     regressions: list[Finding]
     fixes: list[Finding]
     still_failing: list[tuple[CheckRecord, CheckRecord]]  # (cand, base), failing alike on both
+
+    @property
+    def warnings(self) -> list[str]:
+        """What limits the comparison: a BASE that did not finish cannot say
+        what CAND lost; unreadable record lines may hide failures."""
+        notes = [f"BASE run incomplete: {self.base.incompleteness}"] if not self.base.complete else []
+        return notes + [f"{side}: {problem}" for side, run in (("BASE", self.base), ("CAND", self.cand))
+                        for problem in run.problems]
 
     @property
     def exit_status(self) -> int:
@@ -116,7 +126,8 @@ def _outcome_text(outcome: Any) -> str:
     """An engine outcome in one line: its text, or what happened instead."""
     if isinstance(outcome, dict):
         if "text" in outcome:
-            return repr(outcome["text"])
+            text = repr(outcome["text"])
+            return text if len(text) <= OUTCOME_CHARS else text[:OUTCOME_CHARS] + "…"
         if outcome.get("crashed"):
             return f"crashed ({outcome.get('cause')})"
         if "rejected" in outcome:
@@ -135,6 +146,7 @@ def _side(results: RunResults) -> str:
 def format_ab(ab: AbComparison) -> str:
     """The comparison as plain text for a terminal or a CI log."""
     lines = [f"A/B: BASE {_side(ab.base)}", f"     CAND {_side(ab.cand)}", ""]
+    lines += [f"warning: {note}" for note in ab.warnings]
     lines += format_identity(ab.diff.identity, "BASE", "CAND")
 
     def section(title: str, findings: list[Finding]) -> None:
@@ -159,7 +171,6 @@ def format_ab(ab: AbComparison) -> str:
 def render_ab(ab: AbComparison, out: Path) -> Path:
     """ab.html: the same comparison, one self-contained page."""
     page = ENV.get_template("ab.html.j2").render(
-        ab=ab, base_side=_side(ab.base), cand_side=_side(ab.cand),
-        problems=[f"BASE: {p}" for p in ab.base.problems] + [f"CAND: {p}" for p in ab.cand.problems])
+        ab=ab, base_side=_side(ab.base), cand_side=_side(ab.cand))
     write_text_atomic(out, page)
     return out
