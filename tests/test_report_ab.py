@@ -8,18 +8,20 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from harness.__main__ import main
 from harness.report.ab import EXIT_REGRESSIONS, compare_ab
+from harness.report.diff import answer_difference
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.store import write_results_atomic
 from harness.units import GiB
-from tests.test_report_html import CHROMIUM, PWN, PWN_IMG, _chromium, needs_chromium
+from tests.test_report_html import PWN, PWN_IMG, _chromium, needs_chromium
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _answer(tokens, text="a cat", finish="length") -> dict:
@@ -170,3 +172,16 @@ def test_make_ab_runs_one_selection_on_both_engines_chosen_by_shape(tmp_path):
     usage = subprocess.run(["make", "-o", "setup", "-o", "models", "ab"], cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     assert usage.returncode != 0 and "usage: make ab BASE=" in usage.stderr
+
+
+@pytest.mark.parametrize("old, new, says", [
+    (_answer([1, 2]), _answer([1, 2]), None),
+    (_answer([1, 2]), {**_answer([1, 2]), "logprobs": [{"1": -0.5}]}, None),  # logprobs are not the answer
+    (_answer([1, 2, 3]), _answer([1, 2]), "tokens differ from position 2"),
+    (_answer([1, 2]), _answer([1, 2], finish="stop"), "finish reason length -> stop"),
+    (_answer([1]), {"cause": "engine-dead", "crashed": True}, "answered -> crashed engine-dead"),
+    ({"rejected": 400, "message": "bad audio"}, _answer([1]), "rejected 400 -> answered"),
+    (None, _answer([1]), "not run -> answered"),
+])
+def test_how_two_answers_differ(old, new, says):
+    assert answer_difference(old, new) == says
