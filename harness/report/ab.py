@@ -91,8 +91,8 @@ def compare_ab(base: RunResults, cand: RunResults, memory_pct: float = 10.0) -> 
             found.append(Finding("no longer passes", previous.id, "pass",
                                  "not run" if record is None else record.verdict or "error",
                                  "" if record is None else first_line(record.message)))
-        elif record is not None and _passed(record) and previous.verdict not in (
-                Verdict.PASS.value, Verdict.FAIL.value, Verdict.ERROR.value, Verdict.KNOWN_ISSUE.value):
+        elif record is not None and _passed(record) and previous.verdict in (Verdict.SKIP.value,
+                                                                             Verdict.UNSUPPORTED.value):
             found.append(Finding("newly passes", record.id, previous.verdict or "error", "pass"))
     for change in diff.changed_outputs:
         found.append(Finding("output changed", change.check, _outcome_text(change.old),
