@@ -97,6 +97,8 @@ def test_regressions_come_first_then_fixes_in_their_order():
 def test_the_same_results_on_both_sides_have_no_regression():
     ab = compare_ab(_cand(), _cand())
     assert (ab.regressions, ab.fixes, ab.exit_status) == ([], [], 0)
+    empty = RunResults(run={"complete": True}, records=[])
+    assert [f.kind for f in compare_ab(empty, empty).regressions] == ["nothing compared"]
 
 
 def test_a_candidate_that_did_not_finish_is_a_regression_and_its_lost_checks_are_named():

@@ -27,7 +27,7 @@ EXIT_REGRESSIONS = 1
 # Causes of an engine that died under the check.
 CRASH_CAUSES = (Cause.ENGINE_DEAD.value, Cause.OOM.value, Cause.ILLEGAL_INSTRUCTION.value)
 # The kinds of finding, in the order they are listed.
-REGRESSION_KINDS = ("incomplete run", "new crash", "new failure", "no longer passes", "output changed",
+REGRESSION_KINDS = ("nothing compared", "incomplete run", "new crash", "new failure", "no longer passes", "output changed",
                     "memory up")
 FIX_KINDS = ("fixed", "newly passes", "memory down")
 # An answer's text in a finding's line; ab.html shows the whole outcome.
@@ -72,6 +72,9 @@ def compare_ab(base: RunResults, cand: RunResults, memory_pct: float = 10.0) -> 
     diff = diff_runs(base, cand, memory_pct)
     by_id = {r.id: r for r in cand.records}
     found: list[Finding] = []
+    if not base.records:  # an empty selection must not pass as "no regressions"
+        found.append(Finding("nothing compared", "BASE run", "no checks", f"{len(cand.records)} checks",
+                             "BASE recorded no check: is SELECT right?"))
     if not cand.complete:
         found.append(Finding("incomplete run", "CAND run", "complete" if base.complete else "incomplete",
                              cand.incompleteness or "incomplete"))
