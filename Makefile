@@ -37,7 +37,9 @@ diff: setup
 # The same selection on both engines, each into its own run directory under
 # AB_DIR, then one comparison: AB_DIR/ab.html, regressions first; exit 1 when
 # CAND has any. A value with :// is a server's URL, any other an interpreter.
+# AB_MEMORY_PCT: memory peaks that moved by more than this percentage are listed.
 SELECT ?=
+AB_MEMORY_PCT ?= 10
 ifndef AB_DIR
 AB_DIR := reports/ab-$(shell date -u +%Y%m%dT%H%M%SZ)
 endif
@@ -49,7 +51,7 @@ ab: setup models
 	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make ab BASE=<engine python or URL> CAND=<engine python or URL> [SELECT=...]" >&2; exit 2; }
 	-$(AB_RUN) $(call engine_option,$(BASE)) --results-dir $(AB_DIR)/base --history $(AB_DIR)/history-base.jsonl $(SELECT)
 	-$(AB_RUN) $(call engine_option,$(CAND)) --results-dir $(AB_DIR)/cand --history $(AB_DIR)/history-cand.jsonl $(SELECT)
-	$(VPY) -m harness report ab $(AB_DIR)/base $(AB_DIR)/cand -o $(AB_DIR)
+	$(VPY) -m harness report ab $(AB_DIR)/base $(AB_DIR)/cand -o $(AB_DIR) --memory-diff-pct $(AB_MEMORY_PCT)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(VPY) $$b || exit 1; done

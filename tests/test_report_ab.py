@@ -170,7 +170,8 @@ def test_make_ab_runs_one_selection_on_both_engines_chosen_by_shape(tmp_path):
                                  ["base", "cand"]):
         assert engine in run and ["-k", "ragged and edge", "--model", "tiny-gemma4"] == run[-4:]
         assert run[run.index("--results-dir") + 1] == f"{tmp_path}/{side}"
-    assert done.stdout.splitlines()[-1].endswith(f"-m harness report ab {tmp_path}/base {tmp_path}/cand -o {tmp_path}")
+    assert done.stdout.splitlines()[-1].endswith(f"-m harness report ab {tmp_path}/base {tmp_path}/cand "
+                                                 f"-o {tmp_path} --memory-diff-pct 10")
     usage = subprocess.run(["make", "-o", "setup", "-o", "models", "ab"], cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     assert usage.returncode != 0 and "usage: make ab BASE=" in usage.stderr
