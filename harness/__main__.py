@@ -1,6 +1,8 @@
 """Command line of the harness's results: `python -m harness report ...`.
 
   report diff OLD NEW        what broke, was fixed, still fails; memory moves
+  report ab BASE CAND        the A/B release check: CAND's regressions against
+                             BASE first, then its fixes; writes ab.html
   report render RUN_DIR      merge a run's records (a killed run's too, marked
                              incomplete) and write its report.html
   report summary RUN_DIR     the one-line summary and the report's path
@@ -19,6 +21,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from harness.report.ab import compare_ab, format_ab, render_ab
 from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
 from harness.report.shard_merge import merge_shard_runs
@@ -51,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("new", type=Path, help="later run directory or its results.json")
     diff.add_argument("--memory-diff-pct", type=float, default=10.0,
                       help="list memory peaks that moved by more than this percentage (default 10)")
+
+    ab = report.add_parser("ab", help="the A/B release check: CAND's regressions against BASE, then fixes")
+    ab.add_argument("base", type=Path, help="BASE run directory or its results.json")
+    ab.add_argument("cand", type=Path, help="CAND run directory or its results.json")
+    ab.add_argument("-o", "--output", type=Path, help="directory for ab.html (default: CAND's run directory)")
+    ab.add_argument("--memory-diff-pct", type=float, default=10.0,
+                    help="memory peaks that moved by more than this percentage are listed (default 10)")
 
     render = report.add_parser("render", help="merge a run's records and write its report.html")
     render.add_argument("run_dir", type=Path)
@@ -88,6 +98,15 @@ def _diff(args: argparse.Namespace) -> int:
     diff = diff_runs(load_results(args.old), load_results(args.new), args.memory_diff_pct)
     print(format_diff(diff), end="")
     return failures_status([record for record, _ in diff.new_failures])
+
+
+def _ab(args: argparse.Namespace) -> int:
+    base, cand = load_results(args.base), load_results(args.cand)
+    comparison = compare_ab(base, cand, args.memory_diff_pct)
+    out = render_ab(comparison, (args.output or cand.path.parent) / "ab.html")
+    print(format_ab(comparison), end="")
+    print(f"A/B report: {out}")
+    return comparison.exit_status
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -137,7 +156,7 @@ def _merge(args: argparse.Namespace) -> int:
     return run_status(merged.results)
 
 
-COMMANDS = {"diff": _diff, "render": _render, "summary": _summary, "merge": _merge}
+COMMANDS = {"diff": _diff, "ab": _ab, "render": _render, "summary": _summary, "merge": _merge}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -43,6 +43,10 @@ class Runner:
                  remote: bool, env: dict | None = None, on_engine: Callable,
                  on_run: Callable[[Run], None]):
         self.entry, self.model, self.family, self.pool = entry, model, family, pool
+        # The family's settings from the matrix: the entry's engine args, the
+        # family's (models.toml [families.<family>]) over them.
+        self.family_args = entry.family_args(family)
+        self.engine_args = entry.engine_args_for(family)
         self.remote = remote
         self.env = {**entry.env, **(env or {})}
         self._on_engine, self._on_run = on_engine, on_run
@@ -57,7 +61,12 @@ class Runner:
 
     def mm_limit(self, modality: str) -> int:
         """Items of a modality one prompt may carry on this model's engine."""
-        return self.entry.engine_args.get("limit_mm_per_prompt", {}).get(modality, 1)
+        return self.engine_args.get("limit_mm_per_prompt", {}).get(modality, 1)
+
+    def args_for(self, engine_args: dict | None) -> dict:
+        """What an engine of this family gets: the matrix's settings, then
+        what the call asks for itself."""
+        return {**self.engine_args, **(engine_args or {})}
 
     # --- the four ways to run ---------------------------------------------
     def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
@@ -169,7 +178,7 @@ class Runner:
         if self.remote and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
-        args = {**self.entry.engine_args, **(engine_args or {})}
+        args = self.args_for(engine_args)
         scenario = self.scenario(workload, role)
         key = json.dumps([kind, scenario, args, env], sort_keys=True, default=str)
         use = self._uses.get(key)
