@@ -165,6 +165,7 @@ class GpuStandIn:
     leaky: set[int] = set()
     lingering = 0
     fail_start = False
+    port_races = 0  # starts that lose the port race before touching a GPU
 
     def __init__(self, model, engine_args, interpreter, log_path, *, name, env, **_):
         self.env, self.name, self.log_path = env, name, log_path
@@ -175,6 +176,10 @@ class GpuStandIn:
         return [int(d) for d in self.env[VISIBLE_ENV].split(",")]
 
     def start(self):
+        if GpuStandIn.port_races:
+            GpuStandIn.port_races -= 1
+            raise EngineStartupFailed(EngineCrashed(Cause.STARTUP_FAILED, detail="OSError: [Errno 98] error while "
+                                                    "attempting to bind on address: address already in use"))
         for d in self.devices:
             self.used[d][:] = [BASE + HELD]
         if self.fail_start:  # it died while loading, leaving its memory held
@@ -198,7 +203,7 @@ class GpuStandIn:
 def gpu_pool(tmp_path, monkeypatch, fake_nvml):
     """An engine pool over 2 fake GPUs with a ledger, starting stand-ins."""
     GpuStandIn.used = {0: [BASE], 1: [BASE]}
-    GpuStandIn.leaky, GpuStandIn.lingering, GpuStandIn.fail_start = set(), 0, False
+    GpuStandIn.leaky, GpuStandIn.lingering, GpuStandIn.fail_start, GpuStandIn.port_races = set(), 0, False, 0
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(GpuStandIn.used, {}, devices=2))
     monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
     interpreter = EngineInterpreter(tier="gpu")
@@ -254,6 +259,26 @@ def test_an_engine_that_failed_to_start_gives_its_gpus_back_only_once_its_memory
     assert entry.served == ["s-oom"] and entry.taken_out == [0]
     assert "served: s-oom" in _teardown_record(entry).message
     assert gpu_pool.ledger.lost() == {0: "memory not back after engine 01-offline-m (served: s-oom)"}
+
+
+def test_a_retried_start_gives_its_lease_back_and_takes_its_own(gpu_pool):
+    """The pool retries a lost port race once (harness.engines.retry): the
+    failed start's GPUs go back to the ledger after its leak check, and the
+    retry leases its own, which its engine gives back when retired."""
+    GpuStandIn.port_races = 1
+    engine = gpu_pool.get("offline", "m", {}, scenario="s-race", name="m")
+    assert engine.ready and engine.env[VISIBLE_ENV] == "0"
+    [failed] = gpu_pool.retired
+    assert failed.served == ["s-race"] and failed.taken_out == [] and failed.engine is not engine
+    [attempt] = gpu_pool.attempts_of(engine)
+    assert attempt["retried"] == "port race" and attempt["log"] == str(failed.engine.log_path)
+    [up] = gpu_pool.entries.values()
+    assert up.lease is not failed.lease
+    held = gpu_pool.ledger.state()["held"]  # the failed start's GPU came back; only the retry's is held
+    assert list(held) == ["0"] and held["0"]["holder"] == "s-race" and gpu_pool.ledger.lost() == {}
+    gpu_pool.release_since(0)
+    assert gpu_pool.ledger.state()["held"] == {} and gpu_pool.ledger.lost() == {}
+    assert _teardown_record(up).evidence["start_attempts"] == [attempt]
 
 
 def test_a_card_lease_is_shared_by_its_engines_one_at_a_time(gpu_pool):
