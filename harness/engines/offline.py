@@ -9,8 +9,10 @@ import subprocess
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from multiprocessing.connection import Listener
 from pathlib import Path
+from typing import Iterator
 
 from harness.engines.base import CRASH_GRACE_S, Adapters, Engine, Sampling, per_conversation
 from harness.engines.control import EngineControl, control_file
@@ -24,6 +26,17 @@ WORKER = Path(__file__).with_name("offline_worker.py")
 SERVER_ONLY_ARGS = ("lora_modules",)
 # The start-up socket's folder, named after the harness process that made it.
 SOCKET_DIR_PREFIX = "mmh-offline-"
+
+
+@contextmanager
+def _start_up_socket() -> Iterator[str]:
+    """The worker's start-up socket, in a folder named after this harness
+    process; only the start-up needs it, so the folder goes with it."""
+    folder = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")
+    try:
+        yield str(Path(folder) / "conn.sock")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_stale_socket_dirs(tmp: Path | None = None) -> list[Path]:
@@ -70,31 +83,26 @@ class OfflineEngine(Engine):
 
     def start(self) -> "OfflineEngine":
         self.identity = dict(self.interpreter.identity)
-        # Only the start-up needs the socket: the folder goes once accepted.
-        folder = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-")
-        address = str(Path(folder) / "conn.sock")
         key = secrets.token_bytes(16)
-        listener = Listener(address=address, family="AF_UNIX", authkey=key)
-        self.proc = launch([str(self.interpreter.python), str(WORKER), address, key.hex(),
-                            self.model, json.dumps({k: v for k, v in self.engine_args.items()
-                                                    if k not in SERVER_ONLY_ARGS})],
-                           self.interpreter.env(self.observations.env() | self.control.env() | self.extra_env), self.log_path)
-        accepted: list = []
-        t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
-        t.start()
-        deadline = time.monotonic() + self.start_timeout
         try:
-            try:
+            # The listener closes before its folder goes: its own finalizer
+            # would fail at exit to unlink the socket.
+            with _start_up_socket() as address, \
+                    Listener(address=address, family="AF_UNIX", authkey=key) as listener:
+                self.proc = launch([str(self.interpreter.python), str(WORKER), address, key.hex(),
+                                    self.model, json.dumps({k: v for k, v in self.engine_args.items()
+                                                            if k not in SERVER_ONLY_ARGS})],
+                                   self.interpreter.env(self.observations.env() | self.control.env()
+                                                        | self.extra_env), self.log_path)
+                accepted: list = []
+                t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+                t.start()
+                deadline = time.monotonic() + self.start_timeout
                 while t.is_alive():
                     self._check(deadline)
                     t.join(0.05)
                 self._conn = accepted[0]
                 ready = self._await(deadline)
-            finally:
-                # Before its folder goes: the listener's own finalizer
-                # would fail at exit to unlink the socket.
-                listener.close()
-                shutil.rmtree(folder, ignore_errors=True)
         except (_Died, _TimedOut) as e:
             crash = self._crash(getattr(e, "returncode", None),
                                 getattr(e, "what", f"start-up timed out after {self.start_timeout:.0f} s;"
