@@ -10,7 +10,7 @@ TEST_ARGS ?=
 # The CPU tier never reaches a model hub; the GPU tier may (gated ids read HF_TOKEN).
 OFFLINE := $(if $(filter cpu,$(TIER)),HF_HUB_OFFLINE=1)
 
-.PHONY: setup models run test diff ab bench
+.PHONY: setup models run nightly test diff ab bench
 
 setup:
 	$(PY) -m harness.setup.venv
@@ -25,6 +25,22 @@ models: setup
 run: setup models
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
+
+# make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [RUN_ARGS=...]
+# The GPU tier on every GPU this machine shows (CUDA_VISIBLE_DEVICES narrows
+# it), with the scheduler: one pytest-xdist worker per GPU, each module's
+# checks kept on one worker (loadscope), each engine on GPUs leased from the
+# run's ledger and given back once NVML shows them free. GPU_WORKERS
+# overrides the worker count; with no GPU, preflight stops the run at once.
+ENGINE_PYTHON ?=
+SHARD ?=
+HISTORY ?=
+GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
+nightly: setup
+	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
+		-n $(GPU_WORKERS) --dist loadscope \
+		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
+		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 test: setup
 	HF_HUB_OFFLINE=1 $(PYTEST) tests $(TEST_ARGS)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -47,9 +48,9 @@ def _run_scenarios(tmp_path: Path, *args: str, env: dict | None = None):
     return out, time.monotonic() - started
 
 
-def _assert_stopped(out, took: float, tmp_path: Path, *says: str) -> None:
+def _assert_stopped(out, took: float, tmp_path: Path, *says: str, returncode: int = ExitStatus.USAGE) -> None:
     text = out.stdout[-3000:] + out.stderr[-3000:]
-    assert out.returncode == ExitStatus.USAGE, text
+    assert out.returncode == returncode, text
     assert took < STOP_BOUND_S, f"took {took:.1f} s\n{text}"
     assert out.stderr.count("ERROR: preflight:") == 1 and "Traceback" not in text, text
     for words in says:
@@ -61,6 +62,18 @@ def _assert_stopped(out, took: float, tmp_path: Path, *says: str) -> None:
 def test_gpu_tier_on_a_machine_without_gpus_stops_at_once(tmp_path):
     out, took = _run_scenarios(tmp_path, "--tier", "gpu")
     _assert_stopped(out, took, tmp_path, "GPU tier: no GPU to run on")
+
+
+@pytest.mark.skipif(nvml_unavailable_reason() is None, reason="this machine has a GPU NVML sees")
+def test_make_nightly_on_a_machine_without_gpus_stops_at_once(tmp_path):
+    started = time.monotonic()
+    out = subprocess.run(["make", "-o", "setup", "nightly",
+                          f"RUN_ARGS=--results-dir {tmp_path / 'run'} --history {tmp_path / 'h.jsonl'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=2 * STOP_BOUND_S)
+    took = time.monotonic() - started
+    assert "--tier gpu" in out.stdout and "-n 0 --dist loadscope" in out.stdout, out.stdout  # no GPU, no worker
+    assert f"Error {ExitStatus.USAGE.value}" in out.stderr, out.stderr[-3000:]  # the command's status
+    _assert_stopped(out, took, tmp_path, "GPU tier: no GPU to run on", returncode=2)  # make's own
 
 
 def test_an_engine_url_with_nothing_listening_stops_at_once(tmp_path):
@@ -139,6 +152,25 @@ def test_gpus_without_the_free_memory_an_engine_asks_for_are_a_problem(fake_nvml
     assert "0.9 of the device" in problem and "GPU 0: 60.0 of 80.0 GiB free" in problem and "GPU 1:" in problem
     assert gpu_problems((entry,), _nvml_with(fake_nvml, used_gib=4, devices=0)) == [
         "GPU tier: NVML sees no GPU device (is CUDA_VISIBLE_DEVICES empty?)"]
+
+
+def test_only_the_runs_gpus_count_and_they_must_exist(fake_nvml):
+    entry = GPU["gemma-4-e2b"]
+    [problem] = gpu_problems((entry,), _nvml_with(fake_nvml, used_gib=20), environ={"CUDA_VISIBLE_DEVICES": "1"})
+    assert "GPU 1: 60.0 of 80.0 GiB free" in problem and "GPU 0" not in problem
+    assert gpu_problems((entry,), _nvml_with(fake_nvml, used_gib=4), environ={"CUDA_VISIBLE_DEVICES": "1,3"}) == [
+        "GPU tier: CUDA_VISIBLE_DEVICES names GPU 3, but NVML sees 2 (0 to 1)"]
+    [problem] = gpu_problems((entry,), _nvml_with(fake_nvml, used_gib=4), environ={"CUDA_VISIBLE_DEVICES": "GPU-a1"})
+    assert "not UUIDs" in problem
+
+
+def test_a_familys_engine_arguments_raise_the_share_asked_for(fake_nvml):
+    entry = replace(GPU["gemma-4-e2b"], families={"test_vision_lora": {"gpu_memory_utilization": 0.97}})
+    free_76_of_80 = _nvml_with(fake_nvml, used_gib=4)
+    assert gpu_problems((entry,), free_76_of_80, families=("test_ragged_audio",)) == []
+    [problem] = gpu_problems((entry,), _nvml_with(fake_nvml, used_gib=4),
+                             families=("test_ragged_audio", "test_vision_lora"))
+    assert "0.97 of the device" in problem
 
 
 def test_an_engine_interpreter_that_cannot_run_the_probe_is_a_problem(tmp_path):

@@ -189,3 +189,21 @@ def test_merge_history_adds_each_shard_once_and_counts_failing_since(tmp_path):
     since = {r["id"].split("::")[1]: r.get("since") for r in _page_data(tmp_path / "m2" / "report.html")["records"]}
     assert since["test_b[m1]"] == "failing since run-20260101T020001Z (2 runs)"
     assert since["test_c[m2]"] == "new in this run"
+
+
+def test_the_merged_report_links_each_shards_files_where_they_are_now(tmp_path):
+    """A shard recorded its files on its own machine; merged from a download
+    elsewhere, the report links them in the shard directory as given."""
+    failing = _check("test_b[m1]", "fail", cause="mismatch",
+                     log_path="/ci/agent-3/reports/run-20260102T020001Z/logs/test_b.log",
+                     timeline_path="/ci/agent-3/reports/run-20260102T020001Z/timelines/test_b.csv")
+    dirs = [_shard(tmp_path / "shards", 1, 2, [failing]), _shard(tmp_path / "shards", 2, 2, SHARD_2[:1])]
+    (dirs[0] / "logs").mkdir(exist_ok=True)
+    (dirs[0] / "logs" / "test_b.log").write_text("the slice\n")
+    out = tmp_path / "merged"
+    harness_main(["report", "merge", *map(str, dirs), "-o", str(out)])
+    [record] = [r for r in json.loads((out / "results.json").read_text())["records"] if r["verdict"] == "fail"]
+    assert record["log_path"] == "../shards/shard1/logs/test_b.log"
+    assert record["timeline_path"] == "../shards/shard1/timelines/test_b.csv"
+    assert (out / record["log_path"]).read_text() == "the slice\n"
+    assert 'href="../shards/shard1/logs/test_b.log"' in (out / "report.html").read_text()

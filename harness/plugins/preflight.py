@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines.interpreter import EngineInterpreter
-from harness.models import ModelEntry
+from harness.models import ModelEntry, scenario_families
 from harness.plugins.engines import INTERPRETER, MODELS, model_entry_of
 from harness.plugins.run import is_worker
 from harness.preflight import Needs, problems
@@ -25,19 +25,22 @@ def needs_of_items(config: pytest.Config, items: list[pytest.Item]) -> Needs:
     (`model_entry`), the engine pool, the engine's interpreter."""
     entries = dict.fromkeys(e for item in items if (e := model_entry_of(item)) is not None)
     uses = {name for item in items for name in getattr(item, "fixturenames", ())}
-    return _needs(config, tuple(entries), "engine_pool" in uses, "engine_interpreter" in uses)
+    families = dict.fromkeys(item.module.__name__.rsplit(".", 1)[-1] for item in items
+                             if getattr(item, "module", None) is not None)
+    return _needs(config, tuple(entries), "engine_pool" in uses, "engine_interpreter" in uses, tuple(families))
 
 
 def needs_of_options(config: pytest.Config) -> Needs:
-    """Without the items: every entry the options select may run."""
-    return _needs(config, tuple(config.stash[MODELS]), True, True)
+    """Without the items: every entry the options select may run, in any family."""
+    return _needs(config, tuple(config.stash[MODELS]), True, True, tuple(scenario_families()))
 
 
-def _needs(config: pytest.Config, entries: tuple[ModelEntry, ...], pooled: bool, interpreted: bool) -> Needs:
+def _needs(config: pytest.Config, entries: tuple[ModelEntry, ...], pooled: bool, interpreted: bool,
+           families: tuple[str, ...]) -> Needs:
     url = config.getoption("engine_url")
     interpreter: EngineInterpreter | None = config.stash[INTERPRETER] if interpreted else None
     return Needs(tier=config.getoption("tier"), entries=entries, engine_url=url,
-                 starts_engines=pooled and not url, interpreter=interpreter)
+                 starts_engines=pooled and not url, interpreter=interpreter, families=families)
 
 
 def stop_if_missing(needs: Needs) -> None:

@@ -151,6 +151,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if is_worker(config):
         return
     run = _run(config)
+    if config.option.collectonly:
+        return  # checks listed, none run: no run to record
     if not run.layout.records_dir.exists() and (not run.results_dir_given or exitstatus == ExitStatus.USAGE):
         return  # no check ran: leave no empty run behind
     reason = _incomplete_reason(session)

@@ -22,6 +22,7 @@ class Needs:
     engine_url: str | None = None         # the server they run against, if not their own
     starts_engines: bool = False          # the harness starts engines (never with engine_url)
     interpreter: EngineInterpreter | None = None  # the engine's interpreter, where it is used
+    families: tuple[str, ...] = ()        # the scenario families (modules) selected; () for any
 
 
 def problems(needs: Needs) -> list[str]:
@@ -31,7 +32,7 @@ def problems(needs: Needs) -> list[str]:
     at once."""
     found: list[str] = []
     if needs.starts_engines:
-        found += gpu_problems(needs.entries) if needs.tier == "gpu" else cpu_problems()
+        found += gpu_problems(needs.entries, families=needs.families) if needs.tier == "gpu" else cpu_problems()
     if needs.engine_url:
         found += endpoint_problems(needs.engine_url, needs.entries)
     hub = [e for e in needs.entries if e.tiny_arch is None]

@@ -1,9 +1,11 @@
-"""The tier's devices: the CPU engine's instruction set, or GPUs NVML sees
-with the free memory the selected engines ask for."""
+"""The tier's devices: the CPU engine's instruction set, or the run's GPUs
+(CUDA_VISIBLE_DEVICES where set, as the scheduler reads it) with the free
+memory the selected engines ask for."""
 from __future__ import annotations
 
 from types import ModuleType
 
+from harness.engines.devices import run_devices
 from harness.memory.nvml import Nvml, NvmlUnavailable
 from harness.models import ModelEntry
 from harness.setup.cpu_features import MissingCpuFeature, require_avx2
@@ -21,11 +23,20 @@ def cpu_problems() -> list[str]:
     return []
 
 
-def gpu_problems(entries: tuple[ModelEntry, ...], nvml_module: ModuleType | None = None) -> list[str]:
-    """NVML must see a GPU whose free memory is at least the largest share
-    an engine of the selection asks for: vLLM refuses to start below it."""
-    share = max((float(e.engine_args.get("gpu_memory_utilization", DEFAULT_GPU_UTILIZATION))
-                 for e in entries), default=DEFAULT_GPU_UTILIZATION)
+def engine_share(entries: tuple[ModelEntry, ...], families: tuple[str, ...] = ()) -> float:
+    """The largest share of a device (gpu_memory_utilization) an engine of
+    these entries asks for, in the selected scenario families (each family's
+    engine arguments over the entry's)."""
+    args = [e.engine_args_for(f) for e in entries for f in families] or [e.engine_args for e in entries]
+    return max((float(a.get("gpu_memory_utilization", DEFAULT_GPU_UTILIZATION)) for a in args),
+               default=DEFAULT_GPU_UTILIZATION)
+
+
+def gpu_problems(entries: tuple[ModelEntry, ...], nvml_module: ModuleType | None = None,
+                 families: tuple[str, ...] = (), environ: dict | None = None) -> list[str]:
+    """One of the run's GPUs must have at least the largest share an engine
+    of the selection asks for free: vLLM refuses to start below it."""
+    share = engine_share(entries, families)
     try:
         nvml = Nvml(nvml_module)
     except NvmlUnavailable as e:
@@ -33,9 +44,17 @@ def gpu_problems(entries: tuple[ModelEntry, ...], nvml_module: ModuleType | None
                 f"with NVIDIA GPUs and their driver"]
     try:
         count = nvml.device_count()
-        if count == 0:
+        try:
+            devices = run_devices(environ, count=lambda: count)
+        except ValueError as e:
+            return [f"GPU tier: {e}"]
+        if not devices:
             return ["GPU tier: NVML sees no GPU device (is CUDA_VISIBLE_DEVICES empty?)"]
-        memory = {i: nvml.memory(i) for i in range(count)}
+        missing = [d for d in devices if not 0 <= d < count]
+        if missing:
+            return [f"GPU tier: CUDA_VISIBLE_DEVICES names GPU {', '.join(map(str, missing))}, "
+                    f"but NVML sees {count} (0 to {count - 1})"]
+        memory = {i: nvml.memory(i) for i in devices}
     finally:
         nvml.close()
     if any(m.free >= share * m.total for m in memory.values()):

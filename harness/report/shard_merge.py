@@ -10,10 +10,15 @@ With --history, each shard's line is added there (once: a line already
 present is not added again), and each failing check's "since" is counted
 from its own shard's line: a shard leaves its line to this command, so
 that every shard of a run plans from the same history.
+
+A shard's records name its files (log slices, timelines) where the shard
+wrote them, on its own machine; the merged report links them where they
+are now, in the shard directory given, relative to the output.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 from harness.report.html import render_report
@@ -33,6 +38,8 @@ class Merged:
 
 def merge_shard_runs(inputs: list[Path], out: Path, history: Path | None = None) -> Merged:
     parts = [load_results(path) for path in inputs]
+    for part in parts:
+        _rebase_files(part, out)
     merged = join_shards(parts)
     if history is not None:
         _check_history(history, parts)
@@ -78,3 +85,18 @@ def _label(part: RunResults) -> str:
 
 def _run_id(part: RunResults) -> str:
     return part.run.get("run_id") or part.path.parent.name
+
+
+def _rebase_files(part: RunResults, out: Path) -> None:
+    """Each record's files, moved from where the shard wrote them (under a
+    directory named after its run id) to the shard's directory as given,
+    relative to `out`; a path outside the shard's run is left as it is."""
+    here = part.path.parent
+    run_id = part.run.get("run_id")
+    for record in part.records:
+        for field in ("log_path", "timeline_path"):
+            path = getattr(record, field)
+            parts = Path(path).parts if path else ()
+            if run_id in parts:
+                inside = Path(*parts[len(parts) - parts[::-1].index(run_id):])
+                setattr(record, field, os.path.relpath(here / inside, out))
