@@ -1,5 +1,7 @@
 # Two commands on a fresh machine: `make run` (the scenario suite on the CPU
 # tier, writing the HTML report) and `make test` (the harness's own tests).
+# Quiet about directories also when run from another make (make test's own tests run make).
+MAKEFLAGS += --no-print-directory
 PY ?= python3.11
 VENV ?= .venv
 VPY := $(VENV)/bin/python
