@@ -1,5 +1,7 @@
 # Two commands on a fresh machine: `make run` (the scenario suite on the CPU
 # tier, writing the HTML report) and `make test` (the harness's own tests).
+# Quiet about directories also when run from another make (make test's own tests run make).
+MAKEFLAGS += --no-print-directory
 PY ?= python3.11
 VENV ?= .venv
 VPY := $(VENV)/bin/python
@@ -10,7 +12,7 @@ TEST_ARGS ?=
 # The CPU tier never reaches a model hub; the GPU tier may (gated ids read HF_TOKEN).
 OFFLINE := $(if $(filter cpu,$(TIER)),HF_HUB_OFFLINE=1)
 
-.PHONY: setup models run test diff bench
+.PHONY: setup models run nightly test diff ab bench
 
 setup:
 	$(PY) -m harness.setup.venv
@@ -26,12 +28,48 @@ run: setup models
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
+# make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [RUN_ARGS=...]
+# The GPU tier on every GPU this machine shows (CUDA_VISIBLE_DEVICES narrows
+# it), with the scheduler: one pytest-xdist worker per GPU, each module's
+# checks kept on one worker (loadscope), each engine on GPUs leased from the
+# run's ledger and given back once NVML shows them free. GPU_WORKERS
+# overrides the worker count; with no GPU, preflight stops the run at once.
+ENGINE_PYTHON ?=
+SHARD ?=
+HISTORY ?=
+GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
+nightly: setup
+	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
+		-n $(GPU_WORKERS) --dist loadscope \
+		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
+		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
+
 test: setup
 	HF_HUB_OFFLINE=1 $(PYTEST) tests $(TEST_ARGS)
 
 # make diff OLD=reports/run-A NEW=reports/latest
 diff: setup
 	$(VPY) -m harness report diff $(OLD) $(NEW)
+
+# make ab BASE=<engine python or URL> CAND=<engine python or URL> [SELECT="-k ... --model NAME"]
+# The same selection on both engines, each into its own run directory under
+# AB_DIR, then one comparison: AB_DIR/ab.html, regressions first; exit 1 when
+# CAND has any. A value with :// is a server's URL, any other an interpreter.
+# AB_MEMORY_PCT: memory peaks that moved by more than this percentage are listed.
+SELECT ?=
+AB_MEMORY_PCT ?= 10
+ifndef AB_DIR
+AB_DIR := reports/ab-$(shell date -u +%Y%m%dT%H%M%SZ)
+endif
+engine_option = $(if $(findstring ://,$(1)),--engine-url,--engine-python)=$(1)
+AB_RUN = $(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short
+
+# A side's failing checks do not stop the A/B (the leading -): the comparison reads them.
+ab: setup models
+	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make ab BASE=<engine python or URL> CAND=<engine python or URL> [SELECT=...]" >&2; exit 2; }
+	-$(AB_RUN) $(call engine_option,$(BASE)) --results-dir $(AB_DIR)/base --history $(AB_DIR)/history-base.jsonl $(SELECT)
+	-$(AB_RUN) $(call engine_option,$(CAND)) --results-dir $(AB_DIR)/cand --history $(AB_DIR)/history-cand.jsonl $(SELECT)
+	$(VPY) -m harness report ab $(AB_DIR)/base $(AB_DIR)/cand -o $(AB_DIR) --memory-diff-pct $(AB_MEMORY_PCT)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(VPY) $$b || exit 1; done

@@ -50,13 +50,13 @@ from harness.engines.offline import OfflineEngine
 from harness.lora.effects import changed, comparator_sees_adapter
 from harness.references.hf import HfReference
 from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids
+from harness.workloads.lora import FAMILY as LORA_FAMILY
 
 
 def hf_changes_output(base, adapted) -> bool:
     return changed(adapted, base)[0]
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
-LORA_ARGS = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 PROMPTS = {
     "text": user("Write a short story about a lighthouse."),
     "image": user(image_part(media.encode_image(media.image(96, 64, seed=3))), "Describe this picture."),
@@ -89,7 +89,7 @@ def split_gaps(h, v, comparison) -> str:
 def main() -> None:
     interpreter, entry, model = tiny_gemma4()
     paths = {s.name: build_adapter(model, s) for s in SPECS}
-    args = {**entry.engine_args, **LORA_ARGS, "enable_prefix_caching": False, "mm_processor_cache_gb": 0}
+    args = {**entry.engine_args_for(LORA_FAMILY), "enable_prefix_caching": False, "mm_processor_cache_gb": 0}
     vllm: dict[tuple[str, str], object] = {}
     with tempfile.TemporaryDirectory() as tmp, \
             OfflineEngine(model, args, interpreter, Path(tmp) / "engine.log") as engine:

@@ -29,7 +29,7 @@ def main() -> None:
                       + [("image", None), ("image", ad.tower), ("text", ad.lm)])
     outs = {}
     for tp in (1, 2):
-        args = {**entry.engine_args, **lora.ENGINE_ARGS, **({"tensor_parallel_size": tp} if tp > 1 else {})}
+        args = {**entry.engine_args_for(lora.FAMILY), **({"tensor_parallel_size": tp} if tp > 1 else {})}
         with tempfile.TemporaryDirectory() as tmp, \
                 OfflineEngine(model, args, interpreter, Path(tmp) / "engine.log",
                               env=placement(tp, "cpu")) as engine:

@@ -17,9 +17,13 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional")
-LORA_KEYS = ("published", "max_lora_rank", "tp_sizes")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional", "families")
+LORA_KEYS = ("published", "tp_sizes")
 TINY_PREFIX = "tiny:"
+# The top-level table of engine arguments per scenario family.
+FAMILIES_TABLE = "families"
+FAMILY_KEYS = ("engine_args",)
+SCENARIOS_DIR = ROOT / "scenarios"
 
 
 class ModelMatrixError(ValueError):
@@ -42,11 +46,13 @@ class ModelEntry:
     build: dict = field(default_factory=dict, hash=False)
     # The LoRA family runs for entries that have this table (crafted adapters);
     # `published`: adapters by hub id or path (GPU tier), beside the crafted;
-    # `max_lora_rank`: the engine's, when a published adapter's rank is above 8;
     # `tp_sizes`: the TP sizes it runs (default all the family has).
     lora: dict | None = field(default=None, hash=False)
     # Runs only when named with --model: too slow for the tier's default run.
     optional: bool = False
+    # Engine arguments per scenario family: the matrix's [families.<family>]
+    # with this entry's own [<tier>.families.<family>] over them.
+    families: dict[str, dict] = field(default_factory=dict, hash=False)
 
     @property
     def tiny_arch(self) -> str | None:
@@ -61,8 +67,40 @@ class ModelEntry:
     def has(self, modality: str) -> bool:
         return modality in self.modalities
 
+    def family_args(self, family: str) -> dict:
+        """The engine arguments a scenario family adds for this entry."""
+        return dict(self.families.get(family, {}))
 
-def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
+    def engine_args_for(self, family: str) -> dict:
+        """The engine arguments of this entry in a scenario family, before
+        what a call asks for itself: the entry's, then the family's."""
+        return {**self.engine_args, **self.family_args(family)}
+
+
+def scenario_families(directory: Path = SCENARIOS_DIR) -> list[str]:
+    """The scenario families: the scenario modules' names."""
+    return sorted(p.stem for p in directory.glob("test_*.py"))
+
+
+def _family_args(label: str, table, known: list[str]) -> dict[str, dict]:
+    """A `families` table: {family: {"engine_args": {...}}} -> {family: args}."""
+    if not isinstance(table, dict):
+        raise ModelMatrixError(f"{label}: families must be a table of scenario families")
+    args = {}
+    for family, settings in table.items():
+        if family not in known:
+            raise ModelMatrixError(f"{label}: unknown scenario family {family!r} in families; "
+                                   f"known (the scenario modules' names): {known}")
+        if not (isinstance(settings, dict) and set(settings) <= set(FAMILY_KEYS)
+                and isinstance(settings.get("engine_args", {}), dict)):
+            raise ModelMatrixError(f"{label}: families.{family} must be a table with only "
+                                   f"{list(FAMILY_KEYS)} (a table), got {settings!r}")
+        args[family] = dict(settings.get("engine_args", {}))
+    return args
+
+
+def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
+           known: list[str]) -> ModelEntry:
     label = f"{where}: [[{tier}]] entry {i + 1} ({raw.get('name', 'unnamed')})"
     unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
@@ -92,18 +130,23 @@ def _entry(tier: str, i: int, raw: dict, where: Path) -> ModelEntry:
     if lora is not None and not (isinstance(lora, dict) and set(lora) <= set(LORA_KEYS)
                                  and isinstance(lora.get("published", []), list)
                                  and all(isinstance(a, str) for a in lora.get("published", []))
-                                 and isinstance(lora.get("max_lora_rank", 8), int)
                                  and isinstance(lora.get("tp_sizes", []), list)
                                  and all(isinstance(n, int) and n > 0 for n in lora.get("tp_sizes", []))):
+        moved = (" (max_lora_rank is an engine argument: give it in "
+                 f"[{tier}.families.test_vision_lora] engine_args)"
+                 if isinstance(lora, dict) and "max_lora_rank" in lora else "")
         raise ModelMatrixError(f"{label}: lora must be a table with only {list(LORA_KEYS)} "
-                               f"(a list of adapter hub ids or paths; the largest rank they have; "
-                               f"a list of TP sizes), got {lora!r}")
+                               f"(a list of adapter hub ids or paths; a list of TP sizes), "
+                               f"got {lora!r}{moved}")
+    own = _family_args(label, raw.get("families", {}), known)
+    families = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
                       modalities=frozenset(mods), engine_args=dict(raw["engine_args"]),
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
                       card=card, build=dict(raw.get("build", {})),
-                      lora=None if lora is None else dict(lora), optional=bool(raw.get("optional", False)))
+                      lora=None if lora is None else dict(lora), optional=bool(raw.get("optional", False)),
+                      families=families)
 
 
 def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:
@@ -114,12 +157,15 @@ def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:
         raise ModelMatrixError(f"model matrix not found: {path}") from None
     except tomllib.TOMLDecodeError as e:
         raise ModelMatrixError(f"{path}: not valid TOML: {e}") from None
-    unknown = set(data) - set(TIERS)
+    unknown = set(data) - set(TIERS) - {FAMILIES_TABLE}
     if unknown:
-        raise ModelMatrixError(f"{path}: unknown tier(s) {sorted(unknown)}; known: {list(TIERS)}")
+        raise ModelMatrixError(f"{path}: unknown tier(s) {sorted(unknown)}; known: {list(TIERS)} "
+                               f"(and [{FAMILIES_TABLE}.<family>])")
+    known = scenario_families()
+    defaults = _family_args(f"{path}: [{FAMILIES_TABLE}]", data.get(FAMILIES_TABLE, {}), known)
     matrix = {}
     for tier in TIERS:
-        entries = [_entry(tier, i, raw, path) for i, raw in enumerate(data.get(tier, []))]
+        entries = [_entry(tier, i, raw, path, defaults, known) for i, raw in enumerate(data.get(tier, []))]
         names = [e.name for e in entries]
         dupes = {n for n in names if names.count(n) > 1}
         if dupes:

@@ -81,15 +81,15 @@ def adapters(runner) -> lora.Adapters:
 
 @pytest.fixture(scope="module")
 def lora_args(runner, tp) -> dict:
-    """The engine under test's settings. On the CPU tier above TP 1 they are
+    """The engine under test's settings beyond the family's LoRA settings
+    (models.toml [families.test_vision_lora], which the runner gives every
+    engine of the family). On the CPU tier above TP 1 they are
     the reference engine's (caches off, every adapter resident), so one
     engine per TP size serves the runs and their references: a TP 2 or 4
     engine takes 50-90 s to start on 2 cores. Each request still has fresh
     media names and no cache to meet, and the checks run there (adapters
     taking effect, rows as solo, TP invariance) are about TP, not caches."""
-    rank = (runner.entry.lora or {}).get("max_lora_rank")
-    args = {**lora.ENGINE_ARGS, **({"max_lora_rank": rank} if rank else {}),
-            **({"tensor_parallel_size": tp} if tp > 1 else {})}
+    args = {"tensor_parallel_size": tp} if tp > 1 else {}
     if tp > 1 and runner.entry.tier == "cpu":
         args |= {"max_loras": lora.REFERENCE_MAX_LORAS, **REFERENCE_ARGS}
     return args
@@ -110,10 +110,11 @@ def served(runner, ref_args):
 
 
 @pytest.fixture
-def lora_served(served, check, lora_args, tp):
+def lora_served(served, runner, check, lora_args, tp):
     """Every check but test_lora_served needs a LoRA engine: without one it
     is skipped, pointing at the verdict that says why."""
-    check.lora(tp=tp, lora_settings={k: v for k, v in lora_args.items() if k != "tensor_parallel_size"})
+    settings = {**runner.family_args, **lora_args}
+    check.lora(tp=tp, lora_settings={k: v for k, v in settings.items() if k != "tensor_parallel_size"})
     if effects.lora_refusal(served.use.failure) is not None:
         pytest.skip("the engine serves no LoRA for this model: see test_lora_served")
 
@@ -315,11 +316,13 @@ def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_ar
     no-LoRA rows between adapter rows for the same reason). A base row
     that ran under an adapter is named as such."""
     fills = [adapters.tower, adapters.lm, adapters.probe("vision.q"), adapters.probe("language.q")]
-    assert len(fills) == lora.MAX_LORAS
+    slots = runner.args_for(lora_args)["max_loras"]
+    assert len(fills) == slots, (f"{len(fills)} adapters fill the slots, the engine holds {slots} "
+                                 f"(models.toml [families.test_vision_lora] max_loras)")
     order = [("image", None), ("image", fills[0]), ("text", None), ("image", fills[1]),
              ("image", fills[2]), ("text", fills[3]), ("image", None)]
     work = lora.mixed("slots-full", order)
-    check.lora(adapters=[a.name for a in fills], max_loras=lora.MAX_LORAS)
+    check.lora(adapters=[a.name for a in fills], max_loras=slots)
     run = runner.batch(work, SAMPLING, engine_args=lora_args)
     check.adapters_in_one_step(run)
     check.rows_as_solo(run, runner.each_alone(work, SAMPLING, engine_args=ref_args),
@@ -365,7 +368,7 @@ def tp1_mixed(runner, adapters):
         if not made:
             work = lora.mixed("tp-reference", [("image", None), ("image", adapters.tower),
                                                ("image", adapters.lm), ("text", adapters.lm)])
-            made.append((work, runner.batch(work, SAMPLING, engine_args=dict(lora.ENGINE_ARGS))))
+            made.append((work, runner.batch(work, SAMPLING)))
         return made[0]
     return get
 

@@ -24,14 +24,16 @@ class FakeNvmlError(Exception):
     pass
 
 
-def _fake_nvml(used: list[int], processes: dict[int, int | None], *, devices: int = 1,
+def _fake_nvml(used: list[int] | dict[int, list[int]], processes: dict[int, int | None], *, devices: int = 1,
                total: int = 80 << 30, has_v2: bool = True):
     """A stand-in pynvml module; `used` is consumed per memory call (the
-    last value repeats); `calls` counts the v2 and v1 memory queries."""
+    last value repeats), one list for all devices or one per device index;
+    `calls` counts the v2 and v1 memory queries."""
     calls = {"v2": 0, "v1": 0}
 
     def memory_info(handle, version=None):
-        value = used.pop(0) if len(used) > 1 else used[0]
+        series = used[int(handle.removeprefix("handle"))] if isinstance(used, dict) else used
+        value = series.pop(0) if len(series) > 1 else series[0]
         if version is not None:
             if not has_v2:
                 raise FakeNvmlError("Function Not Found")

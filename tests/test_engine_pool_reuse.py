@@ -23,7 +23,7 @@ def pool(tmp_path, monkeypatch):
     pool = EnginePool(SimpleNamespace(python="/x/bin/python", tier="cpu"), tmp_path, watch_memory=False)
     started = []
 
-    def start(kind, model, engine_args, name, env):
+    def start(kind, model, engine_args, name, env, *scenario_and_devices):
         started.append(StandInEngine(name))
         return PoolEntry(started[-1])
     monkeypatch.setattr(pool, "_start", start)

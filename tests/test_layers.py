@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("harness.units", "harness.files", "harness.checks.verdicts", "harness.memory.nvml",
      "harness.memory.timeline", "harness.compat"),
-    ("harness.memory", "harness.results", "harness.setup"),
-    ("harness.engines", "harness.models", "fixtures"),
+    ("harness.memory", "harness.results", "harness.setup", "harness.shards"),
+    ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters"),
     ("harness.runner", "harness.report"),
     ("harness.plugins", "harness.__main__"),

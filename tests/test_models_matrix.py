@@ -75,9 +75,9 @@ def test_quantized_entries_are_the_quantized_tiny_builds():
 
 def test_lora_entries_run_the_lora_family(tmp_path):
     path = tmp_path / "m.toml"
-    path.write_text(GOOD.replace('name = "a"', 'name = "a"\nlora = { published = ["org/x"], max_lora_rank = 16 }'))
+    path.write_text(GOOD.replace('name = "a"', 'name = "a"\nlora = { published = ["org/x"], tp_sizes = [1] }'))
     [entry] = load_matrix(path)["cpu"]
-    assert entry.lora == {"published": ["org/x"], "max_lora_rank": 16}
+    assert entry.lora == {"published": ["org/x"], "tp_sizes": [1]}
     shipped = {e.name for e in models_for("cpu") if e.lora is not None}
     assert shipped == {"tiny-gemma4", "tiny-gemma4-heads4", "tiny-gemma3n"}
     assert [e.name for e in models_for("cpu") if e.optional] == ["tiny-gemma4-heads4"]

@@ -10,6 +10,7 @@ from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
+from harness.results.status import ExitStatus
 from harness.results.store import write_results_atomic
 from harness.units import GiB
 
@@ -81,8 +82,9 @@ def _write(run: RunResults, path: Path) -> Path:
 def test_command_line_diff(tmp_path, capsys):
     old, new = _runs()
     old_dir, new_dir = _write(old, tmp_path / "old"), _write(new, tmp_path / "new")
-    assert main(["report", "diff", str(old_dir), str(new_dir / "results.json")]) == 0
+    assert main(["report", "diff", str(old_dir), str(new_dir / "results.json")]) == ExitStatus.FINDINGS
     assert "New failures (2)" in capsys.readouterr().out
+    assert main(["report", "diff", str(new_dir), str(new_dir)]) == ExitStatus.OK  # nothing new
 
 
 def test_command_line_diff_with_a_missing_file_says_so(tmp_path):
@@ -90,9 +92,10 @@ def test_command_line_diff_with_a_missing_file_says_so(tmp_path):
     old_dir = _write(old, tmp_path / "old")
     done = subprocess.run([sys.executable, "-m", "harness", "report", "diff", str(old_dir),
                            str(tmp_path / "nowhere")], cwd=REPO, capture_output=True, text=True)
-    assert done.returncode == 2
+    assert done.returncode == ExitStatus.USAGE
     assert done.stderr == (f"error: {tmp_path / 'nowhere'}: no such results file "
-                           "(give a run directory or its results.json)\n")
+                           "(give a run directory or its results.json)\n"
+                           "mmharness: exit status 4 (usage or set-up error)\n")
 
 
 def test_baseline_diff_is_rendered_into_the_page(tmp_path):

@@ -166,14 +166,14 @@ def test_chart_axes_fit_the_data_and_mark_the_call():
     assert "call" not in plot_data(dataclasses.replace(record, call_window=None), PAGE_POINTS)
 
 
-def test_paths_are_relative_to_the_report_in_both_details(report):
+def test_paths_are_links_relative_to_the_report_in_both_details(report):
     page = report.read_text()
     absolute = str(report.parent / "logs" / "engine.log")
     assert absolute not in page and absolute not in json.dumps(_details(report))
     article = page[page.index('<section id="details">'):]
     row_detail = _details(report)[FAILING]["html"]
     for shown in (article, row_detail):
-        assert '<div>log</div><div class="mono">logs/engine.log</div>' in shown
+        assert '<div>log</div><div class="mono"><a href="logs/engine.log">logs/engine.log</a></div>' in shown
 
 
 def test_a_failures_detail_is_rendered_once_for_both_places(report):

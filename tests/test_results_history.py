@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from harness.results.history import append_history, failing_since, history_entry, read_history
+from harness.results.history import append_history, check_durations, failing_since, history_entry, last_durations, read_history
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 
@@ -60,3 +61,63 @@ def test_unreadable_history_line_is_reported_and_the_rest_kept(tmp_path):
     [problem] = history.problems
     assert problem.startswith(f"{path}:2: unreadable history line")
     assert failing_since(history.entries, "r3")[A].runs == 2
+
+
+def _run_with(run_id, day, records, tier="cpu"):
+    return history_entry(run_id, RunResults(
+        run={"started": f"2026-01-{day:02d}T02:00:00+00:00", "tier": tier}, records=records))
+
+
+def test_a_new_cause_restarts_the_streak(tmp_path):
+    path = tmp_path / "history.jsonl"
+    for entry in [_run_with("r1", 1, [CheckRecord(id=A, verdict="fail", cause="mismatch")]),
+                  _run_with("r2", 2, [CheckRecord(id=A, verdict="fail", cause="mismatch")]),
+                  _run_with("r3", 3, [CheckRecord(id=A, verdict="error", cause="engine-dead")]),
+                  _run_with("r4", 4, [CheckRecord(id=A, verdict="error", cause="engine-dead")])]:
+        append_history(path, entry)
+    entries = read_history(path).entries
+    assert (failing_since(entries, "r4")[A].since_run, failing_since(entries, "r4")[A].runs) == ("r3", 2)
+    assert (failing_since(entries, "r2")[A].since_run, failing_since(entries, "r2")[A].runs) == ("r1", 2)
+
+
+def test_a_line_from_before_causes_were_kept_breaks_no_streak(tmp_path):
+    path = tmp_path / "history.jsonl"
+    old = _run("r1", 1, **{A: "fail"})
+    del old["causes"], old["durations"]
+    append_history(path, old)
+    append_history(path, _run_with("r2", 2, [CheckRecord(id=A, verdict="fail", cause="mismatch")]))
+    assert failing_since(read_history(path).entries, "r2")[A].runs == 2
+
+
+def test_another_shards_run_of_the_same_file_breaks_no_streak(tmp_path):
+    """Shards split a module by model: a run that holds the file but not
+    the check (its durations say which checks ran) passes it over."""
+    other = "scenarios/test_audio.py::test_ragged[big]"
+    path = tmp_path / "history.jsonl"
+    for entry in [_run_with("r1", 1, [CheckRecord(id=A, verdict="fail", cause="oom")]),
+                  _run_with("r2", 2, [CheckRecord(id=other, verdict="pass")]),       # shard 2/2
+                  _run_with("r3", 3, [CheckRecord(id=A, verdict="fail", cause="oom")])]:
+        append_history(path, entry)
+    assert failing_since(read_history(path).entries, "r3")[A].runs == 2
+    append_history(path, _run_with("r4", 4, [CheckRecord(id=A, verdict="pass")]))
+    append_history(path, _run_with("r5", 5, [CheckRecord(id=A, verdict="fail", cause="oom")]))
+    assert failing_since(read_history(path).entries, "r5")[A].runs == 1
+
+
+def test_a_line_keeps_each_checks_seconds_small_and_the_newest_counts():
+    records = [CheckRecord(id=A, verdict="pass", durations={"setup": 30.04, "call": 2.0, "teardown": 0.01}),
+               CheckRecord(id=V, verdict="fail", cause="oom", durations={"call": 1.26})]
+    entry = _run_with("r1", 1, records)
+    assert entry["durations"] == {"scenarios/test_audio.py": {"test_ragged": {"tiny": 32.0}},
+                                  "scenarios/test_video.py": {"test_frames": {"tiny": 1.3}}}
+    assert entry["causes"] == {V: "oom"}
+    newer = _run_with("r2", 2, [CheckRecord(id=A, verdict="pass", durations={"call": 5.0})])
+    gpu = _run_with("r3", 3, [CheckRecord(id=A, verdict="pass", durations={"call": 99.0})], tier="gpu")
+    assert last_durations([newer, entry, gpu], "cpu") == {A: 5.0, V: 1.3}
+
+
+def test_every_real_check_id_comes_back_from_a_line():
+    ids = (Path(__file__).parent / "data" / "scenario_check_ids_gpu.txt").read_text().split()
+    ids += ["engine_teardown::01-offline-tiny-gemma4", "scenarios/test_x.py::test_plain", "scenarios/test_x.py::C::t[a-b]"]
+    entry = _run_with("r1", 1, [CheckRecord(id=i, verdict="pass") for i in ids])
+    assert sorted(check_durations(entry)) == sorted(ids)

@@ -90,9 +90,12 @@ def test_engine_teardown_is_a_check_naming_what_it_served(family):
 @pytest.mark.skipif(emulation_unavailable_reason() is None, reason="this machine can emulate a card")
 def test_gpu_tier_without_a_card_fails_the_family_with_the_reason(tmp_path):
     """Without NVML the GPU tier cannot set up its card, and the family's
-    checks fail (not skip) saying why."""
+    checks fail (not skip) saying why. Preflight would stop such a run
+    before its first check (tests/test_preflight.py): off here, to reach
+    the family's own guard."""
     records, out = run_scenarios("test_encoder_memory.py", tmp_path, "--tier", "gpu",
-                                 "--model", "gemma-4-e2b", "-k", "encoder_chunked or chunk_from_free")
+                                 "--model", "gemma-4-e2b", "-k", "encoder_chunked or chunk_from_free",
+                                 "-p", "no:harness.plugins.preflight")
     assert out.returncode == 1
     assert records and {(r.verdict, r.cause) for k, r in records.items() if k.startswith("test_")} == \
         {("fail", "premise")}

@@ -81,6 +81,8 @@ class EngineStartupFailed(RuntimeError):
 
     def __init__(self, crash: EngineCrashed):
         self.crash = crash
+        # Every failed start of this engine, this one last, where the pool retried (harness.engines.retry).
+        self.attempts: list[dict] = []
         tail = "\n".join(crash.log_tail[-30:])
         super().__init__(f"engine start-up failed ({crash.cause.value}; exit={crash.exit_code}, "
                          f"signal={crash.signal}): {crash.detail}\n{tail}")

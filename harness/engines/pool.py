@@ -7,20 +7,34 @@ crash stays recorded against the scenario that saw it (see `served`). The
 pool cannot see which scenarios come later: its user releases the engines it
 no longer needs (`mark` then `release_since`), so that engines do not pile
 up in memory across a run.
+
+With a device ledger (harness.engines.devices), on the GPU tier each engine
+holds a lease of its own GPUs, sees only them, and gives them back after its
+leak check: a GPU whose memory did not come back is taken out of the run. An
+engine that cannot get its GPUs first makes room by retiring this pool's
+other engines (`evicted` names them). A card's GPU is leased by the card
+(`card_lease`, `return_card`) and its engines run there one at a time. On
+the CPU tier the pool holds the engine turn while any of its engines is up.
 """
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from harness.engines.base import Engine
+from harness.engines.devices import DeviceLedger, Lease
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
+from harness.engines.outcomes import EngineStartupFailed
 from harness.engines.remote import RemoteEngine
+from harness.engines.retry import retry_for
 from harness.engines.server import ServerEngine
 from harness.files import slug
-from harness.memory.samplers.leak import LeakVerdict
+from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_teardown
 from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server")
@@ -38,6 +52,24 @@ class PoolEntry:
     no_leak_check_reason: str = "no memory watch on this engine"
     # The pool's hand-out count when this engine was last handed out.
     last_handed_out: int = 0
+    # GPU tier with a ledger: the engine's devices; `owns_lease` False when
+    # they are a card's, given back by the card.
+    lease: Lease | None = None
+    owns_lease: bool = True
+    # Its GPUs whose memory did not come back: out of the run.
+    taken_out: list[int] = field(default_factory=list)
+    # The failed starts before this engine came up, each retried (harness.engines.retry).
+    attempts: list[dict] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EngineStart:
+    """What a start's watcher is told: when it begins, and how it ended."""
+    kind: str
+    name: str
+    log: Path
+    seconds: float | None = None  # None: it has just begun
+    outcome: str | None = None    # "ready", "retrying: <reason>", "failed: <cause>"
 
 
 def config_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
@@ -56,9 +88,20 @@ def _reusable(engine: Engine) -> bool:
 class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
                  remote_url: str | None = None, start_timeout: float = 600,
-                 request_timeout: float = 600, watch_memory: bool = True):
+                 request_timeout: float = 600, watch_memory: bool = True,
+                 ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S,
+                 log_prefix: str = ""):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
-        self.watch_memory = watch_memory
+        self.ledger = None if remote_url else ledger
+        # Before each engine log's number: an xdist worker's id, so that two
+        # workers' engines never share a log (nor a teardown record's id).
+        self.log_prefix = log_prefix
+        self._turn: Lease | None = None  # CPU tier: this worker's engine turn
+        # A card's GPUs its engines left unrecovered, taken out when the card gives it back.
+        self._card_losses: dict[Lease, dict[int, str]] = {}
+        self._returned: set[Lease] = set()
+        self.evicted: set[int] = set()  # id() of engines retired to make room for another
+        self.watch_memory, self.leak_wait_s = watch_memory, leak_wait_s
         # Harness processes on the device (the card ballast): they prove NVML's
         # pids comparable with ours, and are never counted as the engine's.
         self.own_pids: list[int] = []
@@ -69,10 +112,16 @@ class EnginePool:
         self._count = 0
         self._handed_out = 0
         self._interrupted = False
+        # Told when each engine start begins and ends (progress lines).
+        self.on_start: Callable[[EngineStart], None] = lambda start: None
 
     def get(self, kind: str, model: str, engine_args: dict, *, scenario: str,
-            name: str = "engine", env: dict | None = None) -> Engine:
-        """A ready engine for this configuration, started or reused."""
+            name: str = "engine", env: dict | None = None, gpus: int = 1,
+            lease: Lease | None = None) -> Engine:
+        """A ready engine for this configuration, started or reused. With a
+        ledger on the GPU tier it runs on `gpus` GPUs of its own, or on a
+        card's `lease`. Raises NotHostable when the run cannot give the GPUs,
+        NoDeviceLeft when leaks took out every GPU."""
         if kind not in KINDS:
             raise ValueError(f"unknown engine kind {kind!r}; known: {list(KINDS)}")
         if self.remote_url:
@@ -83,12 +132,16 @@ class EnginePool:
             self._retire(self.entries.pop(key), grace=0.2)
             entry = None
         if entry is None:
-            entry = self._start(kind, model, engine_args, name, env or {})
+            entry = self._start(kind, model, engine_args, name, env or {}, scenario, gpus, lease)
             self.entries[key] = entry
         entry.served.append(scenario)
         self._handed_out += 1
         entry.last_handed_out = self._handed_out
         return entry.engine
+
+    def attempts_of(self, engine: Engine) -> list[dict]:
+        """The failed starts before this engine came up (each retried)."""
+        return next((e.attempts for e in [*self.entries.values(), *self.retired] if e.engine is engine), [])
 
     def mark(self) -> int:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
@@ -104,29 +157,140 @@ class EnginePool:
         for entry in released:
             self._retire(entry)
         for entry in released:
-            if entry.watch and not self._interrupted:
-                entry.leak_verdict = entry.watch.leak_check(entry.served)
+            self._settle(entry)
+        self._end_turn()
         return released
 
-    def _start(self, kind, model, engine_args, name, env) -> PoolEntry:
-        self._count += 1
-        log = self.logs_dir / f"{self._count:02d}-{kind}-{slug(name, 80)}.log"
+    def _start(self, kind, model, engine_args, name, env, scenario, gpus, lease) -> PoolEntry:
+        """Start an engine; a start-up failure of the infrastructure (a port
+        race, memory not yet free) is tried once more, never anything else.
+        Every failed start keeps its own log and is listed in `attempts`, of
+        the entry or of the failure raised. A failed start gives its devices
+        back (after its leak check) before the next one takes its own."""
+        attempts: list[dict] = []
+        while True:
+            self._count += 1
+            log = self.logs_dir / f"{self.log_prefix}{self._count:02d}-{kind}-{slug(name, 80)}.log"
+            self.on_start(EngineStart(kind, name, log))
+            began = time.monotonic()
+            try:
+                entry = self._start_once(kind, model, engine_args, name, env, log, scenario, gpus, lease)
+            except EngineStartupFailed as e:
+                retry = None if attempts else retry_for(e.crash)
+                attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
+                                 "retried": retry.reason if retry else None, "log": str(log)})
+                outcome = f"retrying: {retry.reason}" if retry else f"failed: {e.crash.cause.value}"
+                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome))
+                if retry is None:
+                    e.attempts = attempts
+                    raise
+                time.sleep(retry.delay_s)
+                continue
+            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready"))
+            entry.attempts = attempts
+            return entry
+
+    def _start_once(self, kind, model, engine_args, name, env, log: Path, scenario, gpus, lease) -> PoolEntry:
         if kind == "remote":
             return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
+        lease, owns = self._devices_for(scenario, gpus, lease)
         cls = OfflineEngine if kind == "offline" else ServerEngine
-        engine = cls(model, engine_args, self.interpreter, log, name=name, env=env,
+        engine = cls(model, engine_args, self.interpreter, log, name=name,
+                     env={**env, **(lease.env() if lease else {})},
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
-        watch = MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids)) if self.watch_memory else None
+        watch = (MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids), wait_s=self.leak_wait_s,
+                             devices=lease.devices if lease else None) if self.watch_memory else None)
         if watch:
             watch.before_start()
+        entry = PoolEntry(engine, watch, lease=lease, owns_lease=owns)
         try:
             engine.start()
         except KeyboardInterrupt:  # Ctrl-C while it starts: nothing of it may outlive the run
             engine.close(grace=0.2)
             raise
+        except EngineStartupFailed:
+            if lease:  # its GPUs come back once their memory has, or are taken out against it
+                entry.served.append(scenario)
+                self.retired.append(entry)
+                self._settle(entry)
+            self._end_turn()
+            raise
         if watch:
             watch.start(engine.proc.pid)
-        return PoolEntry(engine, watch)
+        return entry
+
+    # --- devices -------------------------------------------------------------------
+    def _devices_for(self, scenario: str, gpus: int, lease: Lease | None) -> tuple[Lease | None, bool]:
+        """The GPUs a new engine runs on (GPU tier), or the engine turn taken (CPU tier)."""
+        if self.ledger is None:
+            return None, True
+        if self.interpreter.tier != "gpu":
+            if self._turn is None:
+                self._turn = self.ledger.acquire(1, f"engines of pid {os.getpid()}")
+            return None, True
+        if lease is not None:  # one card, one engine on it: the one before goes
+            for key in [k for k, e in self.entries.items() if e.lease == lease]:
+                self._evict(key)
+            return lease, False
+        return self.ledger.acquire(gpus, scenario, make_room=self._make_room), True
+
+    def _make_room(self) -> bool:
+        """Retire this pool's least recently used engine that holds GPUs of
+        its own; False when there is none."""
+        keys = sorted((k for k, e in self.entries.items() if e.lease and e.owns_lease),
+                      key=lambda k: self.entries[k].last_handed_out)
+        if keys:
+            self._evict(keys[0])
+        return bool(keys)
+
+    def _evict(self, key: str) -> None:
+        entry = self.entries.pop(key)
+        self.evicted.add(id(entry.engine))
+        self._retire(entry)
+        self._settle(entry)
+
+    def _settle(self, entry: PoolEntry) -> None:
+        """After teardown: the leak check (a bounded wait for memory to come
+        back), then the engine's GPUs go back to the ledger, those that did
+        not recover taken out against the scenarios it served."""
+        if entry.watch and entry.leak_verdict is None and not self._interrupted:
+            entry.leak_verdict = entry.watch.leak_check(entry.served)
+        if entry.lease is None or entry.lease in self._returned:
+            return
+        self._returned.add(entry.lease)
+        entry.taken_out = entry.leak_verdict.unrecovered_devices if entry.leak_verdict else []
+        lost = {d: f"memory not back after engine {Path(str(entry.engine.log_path or entry.engine.name)).stem} "
+                   f"(served: {', '.join(entry.served) or 'none'})" for d in entry.taken_out}
+        if entry.owns_lease:
+            self.ledger.release(entry.lease, lost=lost)
+        else:
+            self._card_losses.setdefault(entry.lease, {}).update(lost)
+
+    def _end_turn(self) -> None:
+        """CPU tier: the engine turn goes to another worker once none of ours is up."""
+        if self._turn is not None and not self.entries:
+            self.ledger.release(self._turn)
+            self._turn = None
+
+    def card_lease(self, holder: str) -> Lease | None:
+        """One whole GPU for a card's ballast and the engines run on it
+        (GPU tier with a ledger; None otherwise)."""
+        if self.ledger is None or self.interpreter.tier != "gpu":
+            return None
+        return self.ledger.acquire(1, holder, make_room=self._make_room)
+
+    def return_card(self, lease: Lease, baseline_used: dict[int, int]) -> None:
+        """The card's ballast is gone: its GPU goes back once its memory is
+        back at `baseline_used` (taken before the ballast), else it is taken
+        out, as it is when an engine on the card left memory behind."""
+        for key in [k for k, e in self.entries.items() if e.lease == lease]:
+            self._evict(key)
+        lost = self._card_losses.pop(lease, {})
+        if not self._interrupted:
+            verdict = check_gpu_teardown(baseline_used, scenarios=[lease.holder], timeout_s=self.leak_wait_s)
+            lost.update({d: f"memory not back after the card ballast of {lease.holder}"
+                         for d in verdict.unrecovered_devices if d not in lost})
+        self.ledger.release(lease, lost=lost)
 
     # A retired engine's tree gets this long after SIGTERM before SIGKILL: a
     # TP 4 engine on 2 cores took 6 s to close alone and over 10 s beside
@@ -159,8 +323,8 @@ class EnginePool:
             self._retire(entry)
         self.entries.clear()
         for entry in self.retired:
-            if entry.watch and entry.leak_verdict is None and not self._interrupted:
-                entry.leak_verdict = entry.watch.leak_check(entry.served)
+            self._settle(entry)
+        self._end_turn()
         return {str(e.engine.log_path or e.engine.name): e.survivors for e in self.retired}
 
     def interrupted(self, grace: float) -> None:
@@ -172,3 +336,5 @@ class EnginePool:
         self.entries.clear()
         for entry in self.retired:
             entry.no_leak_check_reason = "the run was interrupted: no leak check"
+            self._settle(entry)
+        self._end_turn()

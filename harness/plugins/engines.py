@@ -14,12 +14,14 @@
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
 import pytest
 
 from harness.checks.verdicts import Cause, Verdict
+from harness.engines.devices import run_ledger
 from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.offline import remove_stale_socket_dirs
@@ -106,6 +108,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
 
 
+def model_entry_of(item: pytest.Item) -> ModelEntry | None:
+    """The matrix entry a check runs on, None for one of no model."""
+    callspec = getattr(item, "callspec", None)
+    entry = callspec.params.get("model_entry") if callspec else None
+    return entry if isinstance(entry, ModelEntry) else None  # NOTSET where a tier has none for it
+
+
 # --- fixtures --------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
@@ -139,8 +148,12 @@ def engine_pool(pytestconfig, engine_interpreter):
     reap_stale()
     remove_stale_socket_dirs()
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
-    pool = EnginePool(engine_interpreter, run_dir / "engines",
-                      remote_url=pytestconfig.getoption("engine_url"))
+    # The ledger is the run's, shared by its xdist workers: GPUs on the GPU
+    # tier, one engine turn on the CPU tier (harness.engines.devices).
+    pool = EnginePool(engine_interpreter, run_dir / "engines", remote_url=pytestconfig.getoption("engine_url"),
+                      ledger=run_ledger(run_dir, engine_interpreter.tier),
+                      log_prefix=f"{worker}-" if (worker := os.environ.get("PYTEST_XDIST_WORKER")) else "")
+    pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)
     pytestconfig.stash[POOL] = pool
     yield pool
     pool.close_all()
@@ -259,6 +272,8 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config,
     engine = use.engine
     record.engine_version = engine.identity.get("version")
     run_dir = config.stash[POOL].logs_dir.parent
+    if attempts := config.stash[POOL].attempts_of(engine):  # its start was retried
+        record.evidence.setdefault("start_attempts", attempts)
     if engine.log_path and use.window:
         record.log_path = str(write_log_slice(run_dir / "logs", use))
     window = use.memory()
@@ -316,6 +331,10 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
                          log_path=str(engine.log_path) if engine.log_path else None,
                          params={"served": entry.served, "crashed_in": entry.crashed_in})
     verdict = entry.leak_verdict
+    if entry.lease:
+        record.evidence.update({"gpus": list(entry.lease.devices), "taken_out_of_run": entry.taken_out})
+    if entry.attempts:  # its start was retried
+        record.evidence["start_attempts"] = entry.attempts
     if entry.watch and entry.watch.result:
         record.peak_memory = entry.watch.result.peak
     if entry.survivors:
@@ -330,4 +349,6 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
             record.verdict = Verdict.PASS.value
         else:
             record.verdict, record.cause, record.message = Verdict.FAIL.value, Cause.LEAK.value, verdict.message
+            if entry.taken_out:
+                record.message += f"; taken out of the run: {', '.join(f'gpu{d}' for d in entry.taken_out)}"
     return record

@@ -53,3 +53,10 @@ def pytest_mmharness_run_metadata(config, fields: dict) -> None:
 def pytest_mmharness_run_finished(config, results, layout) -> None:
     """The run's results are merged (`results.json` written): draw what
     people read from them (the report). Called on the controller only."""
+
+
+@hookspec
+def pytest_mmharness_engine_start(config, start) -> None:
+    """An engine start began (`start.seconds` None) or ended (ready, failed,
+    or to be retried; `start.seconds` its time): a
+    harness.engines.pool.EngineStart. Called on the process that starts it."""

@@ -31,6 +31,13 @@ def _group(item: pytest.Item) -> tuple:
     return (_model(item), *(params.get(p) for p in ENGINE_PARAMS))
 
 
+def engine_group_key(item: pytest.Item) -> str:
+    """The module × model (× engine parameters) an item shares engines with,
+    as text: what a shard must never split."""
+    model, *params = _group(item)
+    return "::".join([item.nodeid.split("::", 1)[0], str(model), *(str(v) for v in params if v is not None)])
+
+
 def group_by_model(items: list[pytest.Item]) -> list[pytest.Item]:
     """A stable regrouping: each module's checks, its models (and their
     engine parameters) in the order they first appear. A module's checks

@@ -6,8 +6,9 @@ drawn by whichever plugin implements `pytest_mmharness_run_finished`.
 The run directory is --results-dir or `<rootdir>/reports/run-<UTC time>`;
 under xdist every worker writes into the controller's. `latest` beside it
 is a symlink to the newest run, and --history (`<rootdir>/reports/
-history.jsonl`) gets one line per run. A session with no check leaves no
-run directory behind.
+history.jsonl`) gets one line per run (a shard's is added by `report
+merge`: plugins/shard.py). A session with no check leaves no run
+directory behind.
 
 A run that did not go to its end (Ctrl-C, `-x`, `pytest.exit`) is marked
 incomplete in results.json and the history line, and never exits 0. A run
@@ -28,6 +29,7 @@ from harness.results.history import append_history, history_entry
 from harness.results.merge import merge_run
 from harness.results.metadata import collect_host_metadata
 from harness.results.run import RunResults
+from harness.results.status import ExitStatus, describe, run_status
 from harness.results.store import RunLayout
 
 WORKERINPUT_RUN_DIR = "mmharness_run_dir"
@@ -45,6 +47,8 @@ class _Run:
 RUN = pytest.StashKey[_Run]()
 # Why the session ended early, as pytest told it (pytest_keyboard_interrupt).
 INTERRUPTED = pytest.StashKey[str]()
+# The run's exit status (harness.results.status), once its end is written.
+STATUS = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -147,11 +151,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if is_worker(config):
         return
     run = _run(config)
-    if not run.layout.records_dir.exists() and not run.results_dir_given:
+    if config.option.collectonly:
+        return  # checks listed, none run: no run to record
+    if not run.layout.records_dir.exists() and (not run.results_dir_given or exitstatus == ExitStatus.USAGE):
         return  # no check ran: leave no empty run behind
     reason = _incomplete_reason(session)
     results = finish_run(config, run, int(exitstatus), reason)
-    session.exitstatus = exit_status(results, int(exitstatus))
+    session.exitstatus = config.stash[STATUS] = run_status(results, int(exitstatus))
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    # Its `exitstatus` argument is pytest's, from before pytest_sessionfinish set the run's.
+    if STATUS in config.stash:
+        terminalreporter.write_line(f"mmharness: exit status {describe(config.stash[STATUS])}")
 
 
 def finish_run(config: pytest.Config, run: _Run, exitstatus: int, incomplete: str | None) -> RunResults:
@@ -166,7 +178,8 @@ def finish_run(config: pytest.Config, run: _Run, exitstatus: int, incomplete: st
         **collect_host_metadata(config.rootpath),
     }
     results = merge_run(run.layout, metadata, incomplete=incomplete)
-    append_history(history_path(config), history_entry(metadata["run_id"], results))
+    if not results.run.get("shard"):  # a shard's line is added by `report merge` (plugins/shard.py)
+        append_history(history_path(config), history_entry(metadata["run_id"], results))
     config.hook.pytest_mmharness_run_finished(config=config, results=results, layout=run.layout)
     _point_latest(run.layout.run_dir)
     return results
@@ -179,18 +192,3 @@ def _point_latest(run_dir: Path) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(run_dir.name)
     os.replace(tmp, latest)
-
-
-def exit_status(results: RunResults, pytest_status: int) -> int:
-    """pytest's status, made non-zero when a record says a check failed, a
-    record was lost or the run did not go to its end; known issues and skips
-    never fail the run. A status that already says the run went wrong
-    (interrupted, usage or internal error) is kept as it is."""
-    if pytest_status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
-                             pytest.ExitCode.NO_TESTS_COLLECTED):
-        return pytest_status
-    if results.failures or results.problems:
-        return pytest.ExitCode.TESTS_FAILED
-    if not results.complete and pytest_status != pytest.ExitCode.TESTS_FAILED:
-        return pytest.ExitCode.INTERRUPTED  # pytest.exit(returncode=0), say
-    return pytest_status

@@ -32,9 +32,9 @@ def _view(record: CheckRecord, index: int, streak: Streak | None, report_dir: Pa
         ("durations (s)", json.dumps({k: round(v, 2) for k, v in record.durations.items()
                                       if isinstance(v, (int, float))}) if record.durations else ""),
         ("peak memory", ", ".join(f"{k} {gib(v)}" for k, v in record.peak_memory.items())),
-        ("log", relative_path(record.log_path, report_dir)),
-        ("timeline", relative_path(record.timeline_path, report_dir)),
     ]
+    files = [("log", relative_path(record.log_path, report_dir)),
+             ("timeline", relative_path(record.timeline_path, report_dir))]
     blocks = [("Message", clip(record.message or "", OUTPUT_CHARS[failed])),
               ("First divergence", None if record.divergence is None else pretty(record.divergence)),
               ("Engine output", None if record.outputs is None else clip(pretty(record.outputs), OUTPUT_CHARS[failed])),
@@ -42,6 +42,7 @@ def _view(record: CheckRecord, index: int, streak: Streak | None, report_dir: Pa
     return {
         "verdict": record.verdict,
         "facts": [(k, v) for k, v in facts if v],
+        "files": [(k, v) for k, v in files if v],  # shown as links
         "known_issue": record.known_issue,
         "blocks": [(title, text) for title, text in blocks if text],
         "log_tail": record.log_tail,

@@ -1,5 +1,6 @@
 """Run-to-run diff: what broke, what was fixed, what still fails, which
-memory peaks moved, and both runs' engine and host side by side."""
+memory peaks moved, which engine answers changed, and both runs' engine and
+host side by side."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +13,7 @@ from harness.units import GiB
 
 # What a reader compares first when two runs disagree.
 IDENTITY_FIELDS = ("run_id", "engine", "engine_version", "torch", "device", "python",
-                   "harness_git_sha", "tier", "started")
+                   "engine_python", "harness_git_sha", "tier", "started")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +28,17 @@ class MemoryMove:
         return 100.0 * (self.new - self.old) / self.old
 
 
+@dataclasses.dataclass(frozen=True)
+class OutputChange:
+    """One run of a check ("batch", "each_alone", ...) whose answer differs:
+    `old` and `new` are the engine's outcomes as the records hold them."""
+    check: str
+    run: str
+    what: str
+    old: Any
+    new: Any
+
+
 @dataclasses.dataclass
 class RunDiff:
     new_failures: list[tuple[CheckRecord, str | None]]  # (new record, old verdict or None)
@@ -35,11 +47,12 @@ class RunDiff:
     memory_moves: list[MemoryMove]
     memory_pct: float
     identity: list[tuple[str, Any, Any]]                  # (field, old, new)
+    changed_outputs: list[OutputChange] = dataclasses.field(default_factory=list)
 
 
 def diff_runs(old: RunResults, new: RunResults, memory_pct: float = 10.0) -> RunDiff:
     before = {r.id: r for r in old.records}
-    new_failures, fixed, still_failing, moves = [], [], [], []
+    new_failures, fixed, still_failing, moves, changes = [], [], [], [], []
     for record in new.records:
         previous = before.get(record.id)
         if record.is_failure:
@@ -52,10 +65,11 @@ def diff_runs(old: RunResults, new: RunResults, memory_pct: float = 10.0) -> Run
             fixed.append((record, previous.verdict))
         if previous is not None:
             moves.extend(_memory_moves(previous, record, memory_pct))
+            changes.extend(_output_changes(previous, record))
     moves.sort(key=lambda m: -abs(m.percent))
     identity = [(key, old.run.get(key), new.run.get(key)) for key in IDENTITY_FIELDS]
     identity.append(("host", _host(old.run), _host(new.run)))
-    return RunDiff(new_failures, fixed, still_failing, moves, memory_pct, identity)
+    return RunDiff(new_failures, fixed, still_failing, moves, memory_pct, identity, changes)
 
 
 def _memory_moves(old: CheckRecord, new: CheckRecord, pct: float) -> list[MemoryMove]:
@@ -67,6 +81,58 @@ def _memory_moves(old: CheckRecord, new: CheckRecord, pct: float) -> list[Memory
     return moves
 
 
+def _output_changes(old: CheckRecord, new: CheckRecord) -> list[OutputChange]:
+    """Each run of the check whose answer is not the same in both records
+    (both must hold outputs: a check that stopped before its answers is
+    told by its verdict)."""
+    if not (isinstance(old.outputs, dict) and isinstance(new.outputs, dict)):
+        return []
+    changes = []
+    for run in dict.fromkeys([*old.outputs, *new.outputs]):
+        what = answer_difference(old.outputs.get(run), new.outputs.get(run))
+        if what:
+            changes.append(OutputChange(new.id, run, what, old.outputs.get(run), new.outputs.get(run)))
+    return changes
+
+
+def answer_difference(old: Any, new: Any) -> str | None:
+    """How two outcomes of one greedy request differ, or None. Tokens and
+    finish reason are the answer; logprobs are not compared (another build
+    moves them in the last bits, and the checks hold them already)."""
+    a, b = _answer(old), _answer(new)
+    if a == b:
+        return None
+    if a[0] == b[0] == "tokens":
+        at = next((i for i, (x, y) in enumerate(zip(a[1], b[1])) if x != y), min(len(a[1]), len(b[1])))
+        if at < max(len(a[1]), len(b[1])):
+            return f"tokens differ from position {at}"
+        return f"finish reason {a[2]} -> {b[2]}"
+    return f"{_answer_text(a)} -> {_answer_text(b)}"
+
+
+def _answer(outcome: Any) -> tuple:
+    if not isinstance(outcome, dict):
+        return ("value", outcome)
+    if "token_ids" in outcome:
+        return ("tokens", list(outcome["token_ids"] or []), outcome.get("finish_reason"))
+    if outcome.get("crashed"):
+        return ("crashed", outcome.get("cause"))
+    if "rejected" in outcome:
+        return ("rejected", outcome["rejected"])
+    if "timeout_s" in outcome:
+        return ("timed out",)
+    return ("value", outcome)
+
+
+def _answer_text(answer: tuple) -> str:
+    kind = answer[0]
+    if kind == "tokens":
+        return "answered"
+    if kind == "value":
+        return "not run" if answer[1] is None else "another value"
+    return " ".join(str(part) for part in answer if part is not None)
+
+
 def _host(run: dict[str, Any]) -> str:
     gpus = [g for g in run.get("gpus") or [] if "name" in g]
     if gpus:
@@ -75,15 +141,22 @@ def _host(run: dict[str, Any]) -> str:
     return run.get("cpu_model") or "unknown"
 
 
-def format_diff(diff: RunDiff) -> str:
-    """The diff as plain text for a terminal or a CI log."""
-    key_width = max(len(key) for key, _, _ in diff.identity)
-    old_width = max(len("OLD"), *(len(_text(old)) for _, old, _ in diff.identity))
+def format_identity(identity: list[tuple[str, Any, Any]], old_name: str = "OLD",
+                    new_name: str = "NEW") -> list[str]:
+    """Both runs' engine and host side by side, as text lines."""
+    key_width = max(len(key) for key, _, _ in identity)
+    old_width = max(len(old_name), *(len(_text(old)) for _, old, _ in identity))
     lines = ["Engine and host (≠ where the runs differ)", "",
-             f"    {'':{key_width}}  {'OLD':{old_width}}  NEW"]
-    for key, old, new in diff.identity:
+             f"    {'':{key_width}}  {old_name:{old_width}}  {new_name}"]
+    for key, old, new in identity:
         mark = "  " if old == new else "≠ "
         lines.append(f"  {mark}{key:{key_width}}  {_text(old):{old_width}}  {_text(new)}")
+    return lines
+
+
+def format_diff(diff: RunDiff) -> str:
+    """The diff as plain text for a terminal or a CI log."""
+    lines = format_identity(diff.identity)
 
     def section(title: str, entries: list[str]) -> None:
         lines.extend(["", f"{title} ({len(entries)})"])
@@ -99,6 +172,7 @@ def format_diff(diff: RunDiff) -> str:
     section(f"Memory peaks moved by more than {diff.memory_pct:g}%",
             [f"{m.check}  {m.series}  {m.old / GiB:.2f} GiB -> {m.new / GiB:.2f} GiB "
              f"({m.percent:+.1f}%)" for m in diff.memory_moves])
+    section("Outputs changed", [f"{c.check}  {c.run}: {c.what}" for c in diff.changed_outputs])
     return "\n".join(lines) + "\n"
 
 

@@ -14,7 +14,7 @@ from harness.units import GiB
 SHOWN_RUN_FIELDS = {"engine", "engine_version", "torch", "device", "tier", "started", "finished",
                     "command", "harness_git_sha", "harness_git_dirty", "python", "harness_torch",
                     "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status",
-                    "complete", "incomplete_reason"}
+                    "complete", "incomplete_reason", "shard", "shards"}
 
 
 def metadata_rows(run: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -32,10 +32,26 @@ def metadata_rows(run: dict[str, Any]) -> list[tuple[str, Any]]:
         ("GPUs", _gpus(run.get("gpus") or [])),
         ("CPU", run.get("cpu_model")),
         ("platform", run.get("platform")),
+        ("shard", _shard(run.get("shard"))),
+        ("shards", _shards(run.get("shards") or [])),
     ]
     # Whatever else the engine fixtures reported, after the usual fields.
     rows += [(key, value) for key, value in run.items() if key not in SHOWN_RUN_FIELDS]
     return [(key, value) for key, value in rows if value not in (None, "", [])]
+
+
+def _shard(shard: Any) -> str | None:
+    if not isinstance(shard, dict):
+        return None if shard is None else str(shard)
+    return (f"{shard.get('index')}/{shard.get('count')}: {shard.get('checks')} checks, planned at "
+            f"{shard.get('estimated_s')} s from {shard.get('history')} (plan {shard.get('plan')})")
+
+
+def _shards(shards: list[Any]) -> str:
+    """A merged run's shards: each one's run, and whether it went to its end."""
+    return "; ".join(f"{s.get('index')}/{s.get('count')} {s.get('run_id')} ({sum((s.get('counts') or {}).values())} "
+                     f"checks{'' if s.get('complete') else ', incomplete'})" if isinstance(s, dict) else str(s)
+                     for s in shards)
 
 
 def _gpus(gpus: list[dict[str, Any]]) -> str:

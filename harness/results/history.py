@@ -1,5 +1,6 @@
 """The append-only history of runs, one summary line per run, so the report
-can say for each failing check since which run it has failed."""
+can say for each failing check since which run it has failed (for the same
+cause), and `--shard` can plan from each check's last known seconds."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,11 +31,51 @@ def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
         # did not pass.
         "complete": results.complete,
         **({} if results.complete else {"incomplete_reason": results.incompleteness}),
-        # Only what did not pass is kept, which keeps a line small. The test
-        # files that ran tell a check that passed from one that did not run.
+        # Only what did not pass is kept, with its cause ("failing since"
+        # restarts when the cause changes), which keeps a line small.
         "not_passing": {r.id: r.verdict for r in results.records if r.verdict in NOT_PASSING},
+        "causes": {r.id: r.cause for r in results.records if r.verdict in NOT_PASSING and r.cause},
         "files": sorted({_file(r.id) for r in results.records}),
+        # Every check recorded, with its seconds (setup, call and teardown:
+        # engine starts included), nested by file and test function so the
+        # ids' common parts are written once. Shards are planned from these,
+        # and they tell a check that passed from one that did not run.
+        "durations": _durations_nested(results),
     }
+
+
+def _durations_nested(results: RunResults) -> dict[str, dict[str, dict[str, float]]]:
+    """{file: {function: {parameters ("" for none): seconds}}}"""
+    nested: dict[str, dict[str, dict[str, float]]] = {}
+    for record in results.records:
+        file, _, rest = record.id.partition("::")
+        function, params = (rest[:rest.index("[")], rest[rest.index("[") + 1:-1]) \
+            if rest.endswith("]") and "[" in rest else (rest, "")
+        seconds = sum(v for v in record.durations.values() if isinstance(v, (int, float)))
+        nested.setdefault(file, {}).setdefault(function, {})[params] = round(seconds, 1)
+    return nested
+
+
+def check_durations(entry: dict[str, Any]) -> dict[str, float]:
+    """A history line's seconds per check id ({} for a line from before the field)."""
+    return {_check_id(file, function, params): seconds
+            for file, functions in (entry.get("durations") or {}).items()
+            for function, checks in functions.items() for params, seconds in checks.items()}
+
+
+def _check_id(file: str, function: str, params: str) -> str:
+    rest = f"{function}[{params}]" if params else function
+    return f"{file}::{rest}" if rest else file
+
+
+def last_durations(entries: list[dict[str, Any]], tier: str | None) -> dict[str, float]:
+    """Each check's seconds in the newest run of `tier` that recorded it."""
+    known: dict[str, float] = {}
+    for entry in sorted(entries, key=lambda e: e.get("started") or "", reverse=True):
+        if entry.get("tier") == tier:
+            for check, seconds in check_durations(entry).items():
+                known.setdefault(check, seconds)
+    return known
 
 
 def append_history(path: Path, entry: dict[str, Any]) -> None:
@@ -84,27 +125,47 @@ class Streak:
 
 def failing_since(entries: list[dict[str, Any]], run_id: str) -> dict[str, Streak]:
     """For each check not passing in `run_id`, the oldest run of its unbroken
-    streak of not passing. Only runs of the same tier count: a CPU run and a
+    streak of not passing for the same cause: a check that failed on a
+    mismatch and now crashes has a new problem, whose streak starts when
+    the cause changed. Only runs of the same tier count: a CPU run and a
     GPU run of the same check are different evidence; runs that did not
-    include the check's file are passed over."""
+    include the check (another shard's, another selection) are passed over."""
     ordered = sorted(entries, key=lambda e: e.get("started") or "")
     current = next((e for e in reversed(ordered) if e["run_id"] == run_id), None)
     if current is None:
         return {}
     same_tier = [e for e in ordered if e.get("tier") == current.get("tier")]
     upto = same_tier[: same_tier.index(current) + 1]
+    ran = {entry["run_id"]: set(check_durations(entry)) for entry in upto if "durations" in entry}
     streaks = {}
     for check in current.get("not_passing", {}):
+        cause = _cause(current, check)
         since, runs = current, 0
         for entry in reversed(upto):
             if check in entry.get("not_passing", {}):
+                if _cause(entry, check) not in (cause, UNKNOWN):
+                    break  # it failed for another reason there: a new streak began after
                 since, runs = entry, runs + 1
-            elif _file(check) in entry.get("files", ()):
+            elif _ran(entry, check, ran):
                 break  # it ran and passed (or was skipped) there
-            # else that run did not include the check: it neither breaks
-            # nor lengthens the streak
+            # else that run did not include the check (another shard's, or
+            # another selection): it neither breaks nor lengthens the streak
         streaks[check] = Streak(since["run_id"], since.get("started"), runs)
     return streaks
+
+
+# The cause of a line from before causes were kept: it breaks no streak.
+UNKNOWN = object()
+
+
+def _cause(entry: dict[str, Any], check: str) -> Any:
+    return entry["causes"].get(check) if "causes" in entry else UNKNOWN
+
+
+def _ran(entry: dict[str, Any], check: str, ran: dict[str, set[str]]) -> bool:
+    if entry["run_id"] in ran:
+        return check in ran[entry["run_id"]]
+    return _file(check) in entry.get("files", ())  # a line from before durations were kept
 
 
 def _file(check_id: str) -> str:

@@ -152,6 +152,9 @@ class Check:
         """Every request's greedy output in `run` agrees with `reference`,
         another stack's (see harness.checks.check_agreement)."""
         labels = (reference.how, run.how)
+        # Both sides' answers, kept before they are judged, so that two runs can compare them.
+        self.record.outputs = {f"{side.how}[{label}]": side[label].to_dict()
+                               for label in run.labels for side in (run, reference)}
         self.note({"agreement": [check_agreement(run[label], reference[label], label, labels=labels)
                                  for label in run.labels]})
 

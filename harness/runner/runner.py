@@ -23,9 +23,10 @@ from typing import Callable
 
 import pytest
 
-from harness.checks.verdicts import CheckFailure
+from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.outcomes import EngineStartupFailed
+from harness.engines.devices import Lease, NoDeviceLeft
 from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
 from harness.engines.pool import EnginePool
 from harness.models import ModelEntry
@@ -42,14 +43,30 @@ class Runner:
                  remote: bool, env: dict | None = None, on_engine: Callable,
                  on_run: Callable[[Run], None]):
         self.entry, self.model, self.family, self.pool = entry, model, family, pool
+        # The family's settings from the matrix: the entry's engine args, the
+        # family's (models.toml [families.<family>]) over them.
+        self.family_args = entry.family_args(family)
+        self.engine_args = entry.engine_args_for(family)
         self.remote = remote
         self.env = {**entry.env, **(env or {})}
         self._on_engine, self._on_run = on_engine, on_run
         self._uses: dict[str, EngineUse] = {}
+        # (the card's engine arguments, its GPU): engines opened with them run there.
+        self._card: tuple[dict, Lease] | None = None
+
+    def on_card(self, card_args: dict, lease: Lease) -> None:
+        """Engines opened with the card's arguments run on the card's GPU
+        (where its ballast is), not on GPUs of their own."""
+        self._card = (card_args, lease)
 
     def mm_limit(self, modality: str) -> int:
         """Items of a modality one prompt may carry on this model's engine."""
-        return self.entry.engine_args.get("limit_mm_per_prompt", {}).get(modality, 1)
+        return self.engine_args.get("limit_mm_per_prompt", {}).get(modality, 1)
+
+    def args_for(self, engine_args: dict | None) -> dict:
+        """What an engine of this family gets: the matrix's settings, then
+        what the call asks for itself."""
+        return {**self.engine_args, **(engine_args or {})}
 
     # --- the four ways to run ---------------------------------------------
     def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
@@ -161,33 +178,46 @@ class Runner:
         if self.remote and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
-        args = {**self.entry.engine_args, **(engine_args or {})}
+        args = self.args_for(engine_args)
         scenario = self.scenario(workload, role)
         key = json.dumps([kind, scenario, args, env], sort_keys=True, default=str)
-        if key not in self._uses:
-            self._uses[key] = self._open(kind, scenario, args, env or {})
+        use = self._uses.get(key)
+        if use is None or (use.engine is not None and id(use.engine) in self.pool.evicted):
+            self._uses[key] = self._open(kind, scenario, args, env or {})  # again, if its GPUs went to another
         return self._uses[key]
 
     def _open(self, kind: str, scenario: str, args: dict, extra_env: dict) -> EngineUse:
         tp = tensor_parallel(args)
-        try:  # a TP size this machine cannot host is skipped, saying why
+        card = self._card_lease(args)
+        use = EngineUse(kind, scenario, self.entry)
+        try:  # a TP size this machine (or this run's GPUs) cannot host is skipped, saying why
+            if card and tp > 1:
+                raise NotHostable(f"TP {tp} needs {tp} GPUs; an emulated card is one")
             env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
             heads_divide(self.model, tp)
+            use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
+                                       name=self.entry.name, env=env, gpus=tp, lease=card)
         except NotHostable as e:
             pytest.skip(str(e))
-        use = EngineUse(kind, scenario, self.entry)
-        try:
-            use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
-                                       name=self.entry.name, env=env)
+        except NoDeviceLeft as e:  # leaks took every GPU: nothing can run, and that must show
+            use.failure = CheckFailure(Cause.LEAK, f"{kind} engine for {self.entry.name}: {e}")
+            return use
         except EngineStartupFailed as e:
             use.failure = CheckFailure(e.crash.cause, f"{kind} engine for {self.entry.name} did not "
-                                       f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict()})
+                                       f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict(),
+                                                                            "start_attempts": e.attempts})
             return use
         use.window = use.engine.mark()
         use.watch = self.pool.watch_of(use.engine)
         use.t0 = use.watch.now() if use.watch else 0.0
         self._on_engine(use.engine)
         return use
+
+    def _card_lease(self, args: dict) -> Lease | None:
+        """The card's GPU, for an engine opened with the card's arguments."""
+        if self._card and self._card[0] and all(args.get(k) == v for k, v in self._card[0].items()):
+            return self._card[1]
+        return None
 
     def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable) -> Run:
         run = Run(how, workload)

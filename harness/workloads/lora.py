@@ -28,13 +28,9 @@ PROMPTS = {"text": "Tell me a short story about the sea.",
            "image": "Describe what you see.",
            "video": "What happens in this video?",
            "audio": AUDIO_PROMPT}
-RANK = 8
-# What an engine needs to serve the family's adapters, towers included: the
-# engine under test holds 4 adapters at once (`max_loras`), so a step that
-# uses 4 fills every slot.
-MAX_LORAS = 4
-ENGINE_ARGS = {"enable_lora": True, "max_lora_rank": RANK, "max_loras": MAX_LORAS,
-               "enable_tower_connector_lora": True}
+# The scenario family these adapters serve: what its engines need to serve
+# them (LoRA on, rank, slots) is in models.toml under [families.<this>].
+FAMILY = "test_vision_lora"
 # The reference engine keeps every adapter the family uses resident, so no
 # reference ever runs beside a full set of slots: what slot reuse does is
 # judged on the engine under test (test_base_untouched_with_every_slot_full).

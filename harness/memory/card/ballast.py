@@ -59,11 +59,14 @@ def emulation_unavailable_reason(python: str = sys.executable, nvml_module=None)
 class Ballast:
     """`device` is a CUDA ordinal; the child is started with
     CUDA_DEVICE_ORDER=PCI_BUS_ID so it matches the NVML index when
-    CUDA_VISIBLE_DEVICES is unset."""
+    CUDA_VISIBLE_DEVICES is unset. `env`: additions to the child's
+    environment (the GPUs it may see, CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, leave_free_bytes: int, device: int = 0, *, python: str = sys.executable,
-                 tolerance_bytes: int = DEFAULT_TOLERANCE, ready_timeout_s: float = 120.0):
+                 tolerance_bytes: int = DEFAULT_TOLERANCE, ready_timeout_s: float = 120.0,
+                 env: dict[str, str] | None = None):
         self.leave_free_bytes = leave_free_bytes
+        self.env = env or {}
         self.device = device
         self.python = python
         self.tolerance_bytes = tolerance_bytes
@@ -76,7 +79,7 @@ class Ballast:
         return self._proc.pid if self._proc else None
 
     def start(self) -> BallastReady:
-        env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        env = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", **self.env}
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # expandable segments would change the rounding
         self._proc = subprocess.Popen(
             [self.python, str(CHILD_SCRIPT), str(self.leave_free_bytes), str(self.device),

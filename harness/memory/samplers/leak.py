@@ -45,6 +45,7 @@ class Recovery:
     waited_s: float
     # What still held the excess, where known (e.g. /dev/shm segment names).
     held_by: list[str] = field(default_factory=list)
+    device: int | None = None  # the GPU (NVML index) this figure is of
 
     @property
     def returned(self) -> bool:
@@ -106,6 +107,11 @@ class LeakVerdict:
     @property
     def ok(self) -> bool:
         return not self.survivors and all(r.returned for r in self.recoveries)
+
+    @property
+    def unrecovered_devices(self) -> list[int]:
+        """The GPUs whose memory did not come back."""
+        return [r.device for r in self.recoveries if r.device is not None and not r.returned]
 
     @property
     def cause(self) -> Cause | None:
@@ -178,9 +184,10 @@ def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str
         recoveries = []
         for index, used in baseline_used.items():
             left = max(timeout_s - (time.monotonic() - start), 0.0)
-            recoveries.append(wait_for_recovery(
-                f"gpu{index} used memory", lambda i=index: nvml.memory(i).used, used,
-                margin_bytes, higher_is_held=True, timeout_s=left))
+            recovery = wait_for_recovery(f"gpu{index} used memory", lambda i=index: nvml.memory(i).used,
+                                         used, margin_bytes, higher_is_held=True, timeout_s=left)
+            recovery.device = index
+            recoveries.append(recovery)
     finally:
         if own:
             nvml.close()

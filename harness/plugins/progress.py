@@ -1,0 +1,86 @@
+"""pytest plugin: progress lines for long runs, through the terminal
+reporter: the scenario and model each group of checks begins with, and the
+checks done out of the total; each engine start, and its time once it is
+ready, failed or is retried.
+
+    mmharness: [12/357] test_ragged_audio on tiny-gemma4
+    mmharness: starting offline engine tiny-gemma4 (engines/03-offline-tiny-gemma4.log)
+    mmharness: offline engine tiny-gemma4 ready in 34.2 s
+
+Quiet under -q, as pytest's own chatter is. Under xdist the workers have no
+terminal: the controller shows xdist's own progress instead.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from harness.engines.pool import EngineStart
+from harness.plugins.engines import model_entry_of
+from harness.plugins.records import is_check
+from harness.plugins.run import is_worker
+
+
+class Progress:
+    def __init__(self, config: pytest.Config, terminal, total: int):
+        self.terminal, self.total = terminal, total
+        self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.done = 0
+        self.group: tuple[str, str | None] | None = None
+
+    def line(self, text: str) -> None:
+        # An engine starts inside a check's setup, while pytest captures output.
+        with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
+            # A line of pytest's dots may be open, which its reporter does not always know.
+            if self.terminal._tw.width_of_current_line:
+                self.terminal._tw.line()
+            self.terminal._tw.line(f"mmharness: {text}")
+        self.terminal.currentfspath = None  # pytest names the module again before its next dot
+
+    def check_starts(self, item: pytest.Item) -> None:
+        entry = model_entry_of(item)
+        group = (item.module.__name__ if item.module else item.nodeid, entry.name if entry else None)
+        if group != self.group:
+            self.group = group
+            on = f" on {group[1]}" if group[1] else ""
+            self.line(f"[{self.done}/{self.total}] {group[0].rsplit('.', 1)[-1]}{on}")
+
+    def engine_start(self, start: EngineStart) -> None:
+        what = f"{start.kind} engine {start.name}"
+        if start.seconds is None:
+            self.line(f"starting {what} ({start.log.parent.name}/{start.log.name})")
+        else:
+            self.line(f"{what} {start.outcome} after {start.seconds:.1f} s" if start.outcome != "ready"
+                      else f"{what} ready in {start.seconds:.1f} s")
+
+
+PROGRESS = pytest.StashKey[Progress]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None and config.get_verbosity() >= 0 and not is_worker(config) \
+            and not config.option.collectonly:
+        checks = sum(1 for item in session.items if is_check(item))
+        if checks:  # the harness's own tests are not a run to follow
+            config.stash[PROGRESS] = Progress(config, terminal, checks)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    progress = item.config.stash.get(PROGRESS, None) if is_check(item) else None
+    if progress is not None:
+        progress.check_starts(item)
+    try:
+        return (yield)
+    finally:
+        if progress is not None:
+            progress.done += 1
+
+
+def pytest_mmharness_engine_start(config: pytest.Config, start: EngineStart) -> None:
+    progress = config.stash.get(PROGRESS, None)
+    if progress is not None:
+        progress.engine_start(start)

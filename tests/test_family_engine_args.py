@@ -1,0 +1,94 @@
+"""Engine arguments per scenario family (models.toml [families.<family>] and
+an entry's [<tier>.families.<family>]): the runner merges the entry's, the
+family's and the call's own; on the CPU tier the same arguments reach the
+engine as before they moved into the matrix."""
+import pytest
+
+from harness.models import ModelMatrixError, load_matrix, models_for, scenario_families
+from harness.runner.runner import Runner
+from tests.test_models_matrix import GOOD
+
+# The CPU entries' engine_args and what test_vision_lora's calls added to
+# them (harness/workloads/lora.py ENGINE_ARGS), as they were at beb023d,
+# before the family's settings moved into the matrix.
+COMMON = {"dtype": "bfloat16", "enforce_eager": True, "max_model_len": 2048, "max_num_seqs": 16,
+          "max_num_batched_tokens": 8192}
+BEFORE = {
+    "tiny-gemma4": {**COMMON, "limit_mm_per_prompt": {"image": 4, "audio": 1, "video": 1}},
+    "tiny-gemma4-conformer": {**COMMON, "limit_mm_per_prompt": {"image": 4, "audio": 1, "video": 1}},
+    "tiny-gemma4-awq": {**COMMON, "limit_mm_per_prompt": {"image": 4, "video": 1}},
+    "tiny-gemma4-heads4": {**COMMON, "limit_mm_per_prompt": {"image": 4}},
+    "tiny-gemma3n": {**COMMON, "limit_mm_per_prompt": {"image": 4, "audio": 1}},
+}
+LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
+ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
+
+
+
+def _runner(entry, family) -> Runner:
+    return Runner(entry, "unused-model-path", family, pool=None, remote=False,
+                  on_engine=lambda engine: None, on_run=lambda run: None)
+
+
+def test_the_families_are_the_scenario_modules():
+    assert scenario_families() == ["test_encoder_memory", "test_quantized_load", "test_ragged_audio",
+                                   "test_vision_lora"]
+
+
+@pytest.mark.parametrize("family", scenario_families())
+@pytest.mark.parametrize("entry", models_for("cpu"), ids=lambda e: e.name)
+def test_cpu_engines_get_the_arguments_they_got_before(entry, family):
+    """Every family x CPU entry: a call with no arguments of its own, and
+    the LoRA family's reference call (max_loras 32), reach the engine with
+    what the entry and the family's hard-coded settings gave them before."""
+    runner = _runner(entry, family)
+    before = {**BEFORE[entry.name], **ADDED_BEFORE.get(family, {})}
+    assert runner.args_for(None) == before
+    assert runner.args_for({"max_loras": 32}) == {**before, "max_loras": 32}
+    assert runner.mm_limit("image") == BEFORE[entry.name]["limit_mm_per_prompt"]["image"]
+
+
+def test_call_over_entry_family_over_family_default_over_entry(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text(GOOD + """max_num_seqs = 16
+[cpu.families.test_vision_lora]
+engine_args = { max_lora_rank = 16 }
+[cpu.families.test_ragged_audio.engine_args]
+max_num_seqs = 64
+
+[families.test_vision_lora]
+engine_args = { enable_lora = true, max_lora_rank = 8, max_loras = 4 }
+""")
+    [entry] = load_matrix(path)["cpu"]
+    lora, audio, other = (_runner(entry, f) for f in ("test_vision_lora", "test_ragged_audio",
+                                                      "test_quantized_load"))
+    assert lora.family_args == {"enable_lora": True, "max_lora_rank": 16, "max_loras": 4}
+    assert lora.args_for({"max_loras": 32}) == {"dtype": "bfloat16", "max_num_seqs": 16, "enable_lora": True,
+                                                "max_lora_rank": 16, "max_loras": 32}
+    assert audio.args_for(None) == {"dtype": "bfloat16", "max_num_seqs": 64}
+    assert other.args_for({"dtype": "float32"}) == {"dtype": "float32", "max_num_seqs": 16}
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ('[cpu.families.test_vision_lroa]\nengine_args = { max_loras = 2 }',
+     "[[cpu]] entry 1 (a): unknown scenario family 'test_vision_lroa'"),
+    ('[families.vision_lora]\nengine_args = { max_loras = 2 }',
+     "[families]: unknown scenario family 'vision_lora'"),
+    ('[cpu.families.test_vision_lora]\nmax_loras = 2', "families.test_vision_lora must be a table with only"),
+    ('[cpu.families.test_vision_lora]\nengine_args = 2', "families.test_vision_lora must be a table with only"),
+    ('[cpu.families]\ntest_vision_lora = 1', "families.test_vision_lora must be a table with only"),
+])
+def test_bad_family_tables_are_one_clear_error(tmp_path, extra, fragment):
+    path = tmp_path / "m.toml"
+    path.write_text(GOOD + extra + "\n")
+    with pytest.raises(ModelMatrixError) as e:
+        load_matrix(path)
+    assert fragment in str(e.value)
+    assert "test_vision_lora" in str(e.value) or "known" in str(e.value)
+
+
+def test_max_lora_rank_in_the_lora_table_says_where_it_went(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text(GOOD.replace('name = "a"', 'name = "a"\nlora = { max_lora_rank = 16 }'))
+    with pytest.raises(ModelMatrixError, match=r"\[cpu.families.test_vision_lora\] engine_args"):
+        load_matrix(path)
