@@ -6,13 +6,15 @@ from __future__ import annotations
 from types import ModuleType
 
 from harness.engines.devices import run_devices
+from harness.memory.card.profiles import DEFAULT_BUDGET_FRACTION
 from harness.memory.nvml import Nvml, NvmlUnavailable
 from harness.models import ModelEntry
 from harness.setup.cpu_features import MissingCpuFeature, require_avx2
 from harness.units import GiB
 
-# vLLM's default share of a GPU an engine takes (gpu_memory_utilization).
-DEFAULT_GPU_UTILIZATION = 0.9
+# vLLM's default share of a GPU an engine takes (gpu_memory_utilization),
+# defined once, with the cards' budgets.
+DEFAULT_GPU_UTILIZATION = DEFAULT_BUDGET_FRACTION
 
 
 def cpu_problems() -> list[str]:
