@@ -91,8 +91,7 @@ def _rebase_files(part: RunResults, out: Path) -> None:
     """Each record's files, moved from where the shard wrote them (under a
     directory named after its run id) to the shard's directory as given,
     relative to `out`; a path outside the shard's run is left as it is."""
-    here = part.path.parent
-    run_id = part.run.get("run_id")
+    here, run_id = part.path.parent, _run_id(part)
     for record in part.records:
         for field in ("log_path", "timeline_path"):
             path = getattr(record, field)
