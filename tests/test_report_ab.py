@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.__main__ import main
-from harness.report.ab import EXIT_REGRESSIONS, compare_ab
+from harness.report.ab import EXIT_REGRESSIONS, compare_ab, format_ab, render_ab
 from harness.report.diff import answer_difference
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
@@ -130,7 +130,7 @@ def test_command_line_prints_regressions_first_and_exits_1(ab_page):
     assert text.index("REGRESSIONS (6)") < text.index("Fixes (3)") < text.index("Failing on both (1)")
     assert ("  new crash         scenarios/test_x.py::test_crashes  BASE pass -> CAND error "
             "[engine-dead: exit -11 (SIGSEGV)]  test_crashes went error\n") in text
-    assert "≠ engine_python    /base/bin/python  /cand/bin/python" in text
+    assert "≠ engine_python        /base/bin/python  /cand/bin/python" in text
     assert text.rstrip().endswith(f"A/B report: {page}")
 
 
@@ -139,6 +139,34 @@ def test_command_line_without_regressions_exits_0(tmp_path, capsys):
     assert main(["report", "ab", str(run), str(run / "results.json")]) == 0
     assert "REGRESSIONS (0)\n  none" in capsys.readouterr().out
     assert (run / "ab.html").exists()  # beside CAND's results without -o
+
+
+def _on_kernels(base_kernels, cand_kernels) -> tuple[RunResults, RunResults]:
+    base, cand = _base(), _cand()
+    base.run = {**base.run, "engine_kernels": base_kernels, "engine_kernel_level": "native"}
+    cand.run = {**cand.run, "engine_kernels": cand_kernels, "engine_kernel_level": "avx2"}
+    return base, cand
+
+
+def test_engines_on_other_kernel_libraries_are_not_like_for_like(tmp_path, capsys):
+    base, cand = _on_kernels("_C", "_C_AVX2")
+    status = main(["report", "ab", str(_write(base, tmp_path / "base")), str(_write(cand, tmp_path / "cand")),
+                   "-o", str(tmp_path / "out")])
+    text, page = capsys.readouterr().out, (tmp_path / "out" / "ab.html").read_text()
+    reason = "engine kernel libraries differ: _C (BASE) vs _C_AVX2 (CAND)"
+    assert status == 1 and compare_ab(base, cand).not_like_for_like == [reason]
+    assert f"\nNOT LIKE FOR LIKE: {reason}\n\nREGRESSIONS (6)" in text
+    assert "≠ engine_kernel_level  native            avx2\n" in text
+    header = page[:page.index("</header>")]
+    assert f'<div class="banner warn unlike">NOT LIKE FOR LIKE: {reason}</div>' in header
+    assert '<th>engine_kernels</th><td class="mono changed">_C</td><td class="mono changed">_C_AVX2</td>' in page
+
+
+def test_engines_on_one_kernel_library_are_like_for_like(tmp_path):
+    ab = compare_ab(*_on_kernels("_C_AVX2", "_C_AVX2"))
+    page = render_ab(ab, tmp_path / "ab.html").read_text()
+    assert ab.not_like_for_like == [] and "NOT LIKE FOR LIKE" not in format_ab(ab) + page
+    assert '<th>engine_kernels</th><td class="mono">_C_AVX2</td><td class="mono">_C_AVX2</td>' in page
 
 
 @needs_chromium

@@ -68,10 +68,44 @@ def test_diff_lists_memory_peaks_moved_beyond_the_threshold():
 
 def test_diff_text_shows_both_engines_side_by_side():
     text = format_diff(diff_runs(*_runs(), memory_pct=10))
-    assert "  ≠ engine_version   0.9.1    0.9.2\n" in text
-    assert "    torch            2.5.1    2.5.1\n" in text
+    assert "  ≠ engine_version       0.9.1    0.9.2\n" in text
+    assert "    torch                2.5.1    2.5.1\n" in text
     assert "New failures (2)" in text and "Fixed (2)" in text and "Still failing (1)" in text
     assert "test_grows  cuda:0  10.00 GiB -> 11.50 GiB (+15.0%)" in text
+
+
+EPYC = {"vendor": "AuthenticAMD", "family": "25", "model": "1", "stepping": "1", "model_name": "AMD EPYC"}
+EPYC_LABEL = "AMD EPYC (vendor AuthenticAMD family 25 model 1 stepping 1)"
+
+
+def _on_kernels(old_kernels, new_kernels) -> tuple[RunResults, RunResults]:
+    """The crafted pair on one EPYC host, each engine on the library given."""
+    old, new = _runs()
+    for run, kernels in ((old, old_kernels), (new, new_kernels)):
+        run.run = {**run.run, "cpu": EPYC, "isa": ["avx2", "avx512f", "avx512_bf16"], "engine_kernels": kernels}
+    return old, new
+
+
+def test_runs_on_other_kernel_libraries_are_not_like_for_like():
+    diff = diff_runs(*_on_kernels("_C", "_C_AVX2"))
+    reason = "engine kernel libraries differ: _C (OLD) vs _C_AVX2 (NEW)"
+    assert diff.not_like_for_like == [reason]
+    text = format_diff(diff)
+    # Right under the identity table, before what broke.
+    assert f"  ≠ engine_kernels       {'_C':{len(EPYC_LABEL)}}  _C_AVX2\n" in text
+    assert f"    host                 {EPYC_LABEL}  {EPYC_LABEL}\n\nNOT LIKE FOR LIKE: {reason}\n\nNew failures" in text
+    assert "    isa                  avx2, avx512f, avx512_bf16" in text
+    # Workers of one run that loaded two libraries differ from a run on one of them.
+    assert diff_runs(*_on_kernels("_C", ["_C", "_C_AVX2"])).not_like_for_like == [
+        "engine kernel libraries differ: _C (OLD) vs _C / _C_AVX2 (NEW)"]
+
+
+def test_runs_on_one_kernel_library_or_an_unknown_one_are_like_for_like():
+    text = format_diff(diff_runs(*_on_kernels("_C_AVX2", "_C_AVX2")))
+    assert f"    engine_kernels       {'_C_AVX2':{len(EPYC_LABEL)}}  _C_AVX2\n" in text
+    assert f"    host                 {EPYC_LABEL}  {EPYC_LABEL}\n\nNew failures" in text  # no warning between
+    for kernels in (("_C_AVX2", "_C_AVX2"), ("_C", None), (None, None)):
+        assert diff_runs(*_on_kernels(*kernels)).not_like_for_like == [], kernels
 
 
 def _write(run: RunResults, path: Path) -> Path:
@@ -106,6 +140,13 @@ def test_baseline_diff_is_rendered_into_the_page(tmp_path):
         assert f'data-diff="{key}" data-count="{count}"' in section
     assert '<td class="mono changed">0.9.1</td><td class="mono changed">0.9.2</td>' in section
     assert "+15.0%" in section
+
+
+def test_baseline_diff_in_the_page_shows_both_kernel_libraries(tmp_path):
+    old, new = _on_kernels("_C", "_C_AVX2")
+    page = render_report(new, tmp_path / "report.html", baseline=old).read_text()
+    assert '<th>engine_kernels</th><td class="mono changed">_C</td><td class="mono changed">_C_AVX2</td>' in page
+    assert f'<th>host</th><td class="mono">{EPYC_LABEL}</td>' in page
 
 
 def test_command_line_summary_exits_non_zero_when_a_check_failed(tmp_path, capsys):

@@ -16,6 +16,7 @@ import pytest
 
 from harness.report.html import render_report
 from harness.report.memory_plot import FAILURE_POINTS, HEADROOM, PAGE_POINTS, plot_data
+from harness.report.sections import metadata_rows
 from harness.results.history import Streak
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord, record_log_tail
@@ -107,6 +108,26 @@ def test_engine_output_and_logs_stay_text(report):
     # A row's detail HTML, in the gzipped blob the page's script inserts.
     row_detail = _details(report)[PASSING]["html"]
     assert "&lt;script&gt;document" in row_detail and "<script" not in row_detail
+
+
+EPYC = {"vendor": "AuthenticAMD", "family": "25", "model": "1", "stepping": "1", "model_name": "AMD EPYC"}
+
+
+@pytest.mark.parametrize("run, rows", [
+    ({"cpu_model": "AMD EPYC", "cpu": EPYC, "isa": ["avx2", "avx512f"], "engine_kernels": "_C_AVX2",
+      "engine_kernel_level": "native", "engine_isa": ["avx2", "avx512f"]},
+     [("CPU", "AMD EPYC (vendor AuthenticAMD family 25 model 1 stepping 1)"), ("ISA", "avx2, avx512f"),
+      ("engine kernels", "_C_AVX2 (level native; engine sees avx2, avx512f)")]),
+    # A run before `cpu` keeps its CPU's name; workers that loaded two libraries show both.
+    ({"cpu_model": "Xeon", "engine_kernels": ["_C", "_C_AVX2"]},
+     [("CPU", "Xeon"), ("engine kernels", "_C / _C_AVX2")]),
+    # A name KVM hid, a library not seen, a host with none of the features.
+    ({"cpu": dict.fromkeys(EPYC) | {"vendor": "GenuineIntel", "family": "6"}, "isa": [], "engine_kernels": None,
+      "engine_kernel_level": "native", "engine_isa": []},
+     [("CPU", "vendor GenuineIntel family 6"), ("ISA", "none"), ("engine kernels", "unknown (level native; engine sees none)")]),
+])
+def test_metadata_shows_the_cpu_its_features_and_the_engines_kernel_library(run, rows):
+    assert [row for row in metadata_rows(run) if row[0] != "finished"] == rows
 
 
 def test_summary_failures_by_cause_and_since(report):

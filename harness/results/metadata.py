@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.memory.nvml import Nvml, NvmlUnavailable
+from harness.setup.cpu_features import cpu_identity, isa_features
 
 
 def collect_host_metadata(repo: Path) -> dict[str, Any]:
@@ -23,6 +24,9 @@ def collect_host_metadata(repo: Path) -> dict[str, Any]:
         "harness_git_dirty": bool(_git(repo, "status", "--porcelain", "--untracked-files=no")),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
+        # What decides the CPU engine's kernels (harness.setup.cpu_features).
+        "cpu": cpu_identity(),
+        "isa": isa_features(),
         "gpus": gpus(),
     }
 

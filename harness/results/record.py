@@ -23,6 +23,11 @@ class CheckRecord:
     tier: str | None = None
     engine: str | None = None
     engine_version: str | None = None
+    # The CPU engine's host, as it ran: the kernel library its processes
+    # mapped, the features it saw and the level they were forced to
+    # ({"kernels": "_C_AVX2", "isa": ["avx2"], "kernel_level": "native"}).
+    # Known issues may be conditioned on it. None: not a local CPU engine.
+    host: dict[str, Any] | None = None
     model: str | None = None
     verdict: str | None = None
     cause: str | None = None

