@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import psutil
-
 from harness.setup.cpu_features import KERNEL_LIBRARIES, NATIVE
 
 LEVEL_ENV = "MMHARNESS_ENGINE_KERNELS"
@@ -52,15 +50,8 @@ def mapped_kernels(pids: list[int], maps_root: Path = Path("/proc")) -> list[str
     return [name for name in KERNEL_LIBRARIES if name in found]
 
 
-def process_tree(pid: int) -> list[int]:
-    try:
-        return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def observed_kernels(pid: int, maps_root: Path = Path("/proc")) -> str | None:
-    """The kernel library an engine's process tree loaded; None where none
-    is mapped, several joined with '+' (no real host loads two)."""
-    found = mapped_kernels(process_tree(pid), maps_root)
+def observed_kernels(pids: list[int], maps_root: Path = Path("/proc")) -> str | None:
+    """The kernel library an engine's processes loaded; None where none is
+    mapped, several joined with '+' (no real host loads two)."""
+    found = mapped_kernels(pids, maps_root)
     return "+".join(found) if found else None

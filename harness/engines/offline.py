@@ -114,7 +114,8 @@ class OfflineEngine(Engine):
         self.limits = {k: ready[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
         self.proc.mark_vital()
         self.ready = True
-        self.identity["kernels"] = observed_kernels(self.proc.pid)
+        # The processes mark_vital just listed (EngineProcess keeps the tree).
+        self.identity["kernels"] = observed_kernels(list(self.proc.vital))
         return self
 
     def _check(self, deadline: float) -> None:

@@ -137,7 +137,8 @@ class ServerEngine(OpenAIEngine):
             time.sleep(0.25)
         self.proc.mark_vital()
         self.ready = True
-        self.identity["kernels"] = observed_kernels(self.proc.pid)
+        # The processes mark_vital just listed (EngineProcess keeps the tree).
+        self.identity["kernels"] = observed_kernels(list(self.proc.vital))
 
     def _death(self) -> EngineCrashed | None:
         if self.crashed:

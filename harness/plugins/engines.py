@@ -97,18 +97,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def kernel_metadata(identity: dict) -> dict:
-    """The run's kernel facts, where the engine is a local CPU one."""
-    if "kernel_level" not in identity:
-        return {}
-    return {"engine_kernels": identity.get("kernels"), "engine_kernel_level": identity["kernel_level"],
-            "engine_isa": identity["isa"]}
+    """The run's kernel facts (its engines' host), where the engine is a local CPU one."""
+    host = engine_host(identity)
+    return {f"engine_{key}": value for key, value in host.items()} if host else {}
 
 
 def engine_host(identity: dict) -> dict | None:
     """A record's host: what a known issue may be conditioned on."""
     if "kernel_level" not in identity:
         return None
-    return {"kernels": identity.get("kernels"), "isa": identity["isa"], "kernel_level": identity["kernel_level"]}
+    return {"kernels": identity.get("kernels"), "kernel_level": identity["kernel_level"], "isa": identity["isa"]}
 
 
 class KernelMismatch(RuntimeError):
