@@ -9,7 +9,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from fixtures.tiny_models.recipes import RECIPES
+from harness.versions import version_in
 from harness.memory.card.profiles import UnknownCard, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +21,7 @@ TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
 OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional", "families")
-LORA_KEYS = ("published", "tp_sizes")
+LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
 FAMILIES_TABLE = "families"
@@ -54,6 +57,12 @@ class ModelEntry:
     # with this entry's own [<tier>.families.<family>] over them.
     families: dict[str, dict] = field(default_factory=dict, hash=False)
 
+    def serves_lora(self, version: str | None) -> bool:
+        """The matrix says the engine serves LoRA for this model at this
+        version (`lora.supported`): a refusal there is a regression."""
+        supported = (self.lora or {}).get("supported")
+        return supported is not None and version_in(version, supported)
+
     @property
     def tiny_arch(self) -> str | None:
         """The fixture arch for a tiny offline build, None for a hub id."""
@@ -80,6 +89,17 @@ class ModelEntry:
 def scenario_families(directory: Path = SCENARIOS_DIR) -> list[str]:
     """The scenario families: the scenario modules' names."""
     return sorted(p.stem for p in directory.glob("test_*.py"))
+
+
+def _specifiers(text) -> bool:
+    """`text` is "*" or a packaging specifier set."""
+    if not isinstance(text, str):
+        return False
+    try:
+        SpecifierSet("" if text == "*" else text)
+    except InvalidSpecifier:
+        return False
+    return True
 
 
 def _family_args(label: str, table, known: list[str]) -> dict[str, dict]:
@@ -131,12 +151,14 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                                  and isinstance(lora.get("published", []), list)
                                  and all(isinstance(a, str) for a in lora.get("published", []))
                                  and isinstance(lora.get("tp_sizes", []), list)
-                                 and all(isinstance(n, int) and n > 0 for n in lora.get("tp_sizes", []))):
+                                 and all(isinstance(n, int) and n > 0 for n in lora.get("tp_sizes", []))
+                                 and _specifiers(lora.get("supported", "*"))):
         moved = (" (max_lora_rank is an engine argument: give it in "
                  f"[{tier}.families.test_vision_lora] engine_args)"
                  if isinstance(lora, dict) and "max_lora_rank" in lora else "")
         raise ModelMatrixError(f"{label}: lora must be a table with only {list(LORA_KEYS)} "
-                               f"(a list of adapter hub ids or paths; a list of TP sizes), "
+                               f"(a list of adapter hub ids or paths; a list of TP sizes; the engine "
+                               f"versions that serve it, as specifiers), "
                                f"got {lora!r}{moved}")
     own = _family_args(label, raw.get("families", {}), known)
     families = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}

@@ -17,7 +17,8 @@ from harness.workloads.text import text_workload
 
 pytestmark = [pytest.mark.quantized, pytest.mark.engine]
 
-SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
+# Four prompts of 32 tokens: held past the first split, not to it.
+SAMPLING = Sampling(max_tokens=32, ignore_eos=True, logprobs=5)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +30,10 @@ def answers(runner):
 
 def test_engine_agrees_with_the_dequantized_model(answers, check):
     """Each prompt's greedy output on the engine agrees with HF transformers
-    on the dequantized model: token-equal, or at the first difference each
-    side's token in the other's top-5 (the engine's CPU kernels round
-    activations to int8, so logprobs are not held). A reference that drops
+    on the dequantized model within the noise profile of the host's 4-bit
+    path (W4A8 with AMX, else W4A16; noise_profiles.toml): logprobs within
+    its bound, a split only within its measured margin and followed on the
+    dequantized model past it, so all 32 tokens are held. The comparator
+    rejects the other prompts' reference answers. A reference that drops
     the zero points does not agree (tests/test_tiny_models_awq.py)."""
-    check.agrees(*answers)
+    check.agrees(*answers, path="w4a16")

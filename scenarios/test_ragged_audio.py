@@ -76,11 +76,17 @@ def test_concurrent_all_answered(load, check):
 
 
 def test_concurrent_matches_solo(load, check):
-    """Each concurrent answer equals the same clip alone on the reference
-    engine (or the remote server itself, with fresh media names). Shown to
-    fail by the reference-cache mutation (isolation); its comparison is the
-    batch invariance's, which the padding-leak mutation fails."""
-    check.all_invariant(*load)
+    """The premise first, observed in the server: the requests were served
+    together (a step with two or more prompts in prefill, an audio encoder
+    call with two or more clips; the single-request-steps mutation fails
+    it). Then each concurrent answer equals the same clip alone on the
+    reference engine (or the remote server itself, with fresh media names),
+    and the comparator rejects the other clips' answers. Shown to fail by
+    the reference-cache mutation (isolation); its comparison is the batch
+    invariance's, which the padding-leak mutation fails."""
+    run, alone = load
+    check.served_together(run, modality="audio")
+    check.all_invariant(run, alone)
 
 
 def test_alive_after_load(load, check):

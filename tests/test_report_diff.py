@@ -156,3 +156,15 @@ def test_command_line_summary_exits_non_zero_when_a_check_failed(tmp_path, capsy
     assert capsys.readouterr().out == (
         "mmharness: FAILED: 2 fail, 1 error, 4 pass (7 checks)\n"
         f"mmharness: report: {run_dir / 'report.html'}\n")
+
+
+def test_a_check_unsupported_where_it_passed_before_is_a_new_failure():
+    """A feature the engine served in OLD and says it does not serve in NEW
+    went away: report diff counts it, and its status is 1."""
+    def rec(verdict):
+        return CheckRecord(id="scenarios/test_vision_lora.py::test_lora_served[tp1-tiny]", verdict=verdict,
+                           cause="not-supported: Gemma4 does not support LoRA yet." if verdict == "unsupported" else None)
+    old, new = RunResults(run={}, records=[rec("pass")]), RunResults(run={}, records=[rec("unsupported")])
+    diff = diff_runs(old, new)
+    assert [(r.verdict, was) for r, was in diff.new_failures] == [("unsupported", "pass")]
+    assert diff_runs(new, new).new_failures == []  # unsupported before and now: nothing new

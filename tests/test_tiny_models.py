@@ -23,6 +23,7 @@ from fixtures import media
 from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model, full_recipe
 from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
 from harness.checks.comparators import compare_greedy
+from harness.checks.noise import NoiseProfile
 from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import Completion
@@ -394,6 +395,10 @@ def test_engine_different_clips_give_different_continuations(engine_run):
 
 # bfloat16 (engine) against float32 (HF): the same token's logprob may differ this much.
 LOGPROB_TOLERANCE_NATS = 0.3
+# This smoke test's own comparison (the scenarios compare bfloat16 to bfloat16):
+# tokens in each other's top-k at a split, logprobs held by the loop below.
+HF_FLOAT32 = NoiseProfile("cpu", "vllm-cpu", "*", "float32-vs-bfloat16", "hf-vs-vllm", float("inf"), float("inf"),
+                          top_k=SAMPLING.logprobs)
 
 
 @pytest.mark.engine
@@ -402,7 +407,7 @@ def test_engine_matches_hf_transformers_on_a_text_prompt(engine_run, hf):
     [reference] = hf.chat([TEXT], SAMPLING)
     assert reference.prompt_token_count == engine.prompt_token_count, "premise: the same prompt"
     top_k = SAMPLING.logprobs
-    verdict = compare_greedy(reference, engine, labels=("hf", "vllm"), top_k=top_k, check_logprobs=False)
+    verdict = compare_greedy(reference, engine, HF_FLOAT32, labels=("hf", "vllm"))
     assert verdict.ok, verdict.message
     # Up to the first divergence both sides saw the same prefix, so their top-k
     # must be (nearly) the same tokens with (nearly) the same logprobs.

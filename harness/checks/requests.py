@@ -2,7 +2,8 @@
 cause and the input it concerns, so the report can say what broke and on what."""
 from __future__ import annotations
 
-from harness.checks.comparators import LOGPROB_STEPS, agree_within_top_k, compare_greedy
+from harness.checks.comparators import Comparison, Follow, compare_greedy
+from harness.checks.noise import NoiseProfile
 from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Engine
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, Result, cause_of
@@ -33,28 +34,49 @@ def check_completed(results: list[Result], labels: list[str]) -> list[Completion
     return results
 
 
-def check_invariant(batched: Result, solo: Result, label: str, *, context: str = "batch",
-                    reference: str = "solo", logprob_steps: float = LOGPROB_STEPS) -> dict:
-    """A clip's output in a batch equals its output alone (within near-ties);
-    `reference` names the side it is held to (solo, TP 1)."""
-    check_completed([batched, solo], [f"{label} ({context})", f"{label} ({reference})"])
-    return _held(compare_greedy(batched, solo, labels=(context, reference), logprob_steps=logprob_steps), label,
-                 {context: batched.token_ids, reference: solo.token_ids})
+def check_invariant(got: Result, ref: Result, label: str, profile: NoiseProfile, *, context: str = "batch",
+                    reference: str = "solo", follow: Follow | None = None) -> dict:
+    """A request's output in `context` equals its output in `reference` (solo,
+    TP 1, HF transformers): the same prompt tokens, then the one comparator
+    with the profile of the numeric path between them."""
+    check_completed([got, ref], [f"{label} ({context})", f"{label} ({reference})"])
+    tokens = {context: got.token_ids, reference: ref.token_ids}
+    n, m = got.prompt_token_count, ref.prompt_token_count
+    if n is not None and m is not None and n != m:
+        raise CheckFailure(Cause.MISMATCH, f"input {label}: {n} prompt tokens in {context}, {m} in {reference}: "
+                           f"the engine did not receive the same input", evidence={"input": label, **tokens,
+                           "prompt_tokens": {context: n, reference: m}})
+    return _held(compare_greedy(got, ref, profile, labels=(context, reference), follow=follow), label, tokens)
 
 
-def check_agreement(engine: Result, reference: Result, label: str, *, labels: tuple[str, str]) -> dict:
-    """The engine's greedy output agrees with a reference from another stack
-    (HF transformers): token-equal, or at the first difference each side's
-    token is in the other's top-5. Logprobs are not held: the stacks'
-    kernels differ by design."""
-    check_completed([engine, reference], [f"{label} ({labels[1]})", f"{label} ({labels[0]})"])
-    return _held(agree_within_top_k(reference, engine, labels=labels), label,
-                 {labels[0]: reference.token_ids, labels[1]: engine.token_ids})
+def check_power(ref: Result, label: str, wrong: dict[str, Result], profile: NoiseProfile, *,
+                reference: str = "solo", follow: Follow | None = None) -> dict:
+    """The comparison has power: the comparator that holds `label`'s answer
+    to `ref` rejects each wrong answer a plausible bug would give in its
+    place (another request's reference, the base model's, another
+    adapter's). One it accepts fails the premise, naming the two it cannot
+    tell apart. Returns what it rejected and why, for the record."""
+    check_completed([ref], [f"{label} ({reference})"])
+    rejected = {}
+    for name, answer in wrong.items():
+        if not isinstance(answer, Completion):  # an unanswered alternative is no answer to mistake
+            rejected[name] = {"unanswered": _describe(answer)}
+            continue
+        cmp = compare_greedy(answer, ref, profile, labels=(name, f"{label} ({reference})"), follow=follow)
+        if cmp.ok:
+            raise CheckFailure(Cause.PREMISE, f"input {label}: the comparator cannot tell its {reference} answer "
+                               f"from {name} ({cmp.message}): this check would pass on that wrong answer",
+                               evidence={"input": label, "indistinguishable": name, reference: ref.token_ids,
+                                         name: answer.token_ids, "comparison": cmp.to_dict()})
+        rejected[name] = {"tokens": answer.token_ids, "rejected": cmp.message}
+    return rejected
 
 
-def _held(cmp, label: str, tokens: dict) -> dict:
+def _held(cmp: Comparison, label: str, tokens: dict) -> dict:
     """The comparison's evidence, or CheckFailure(MISMATCH) naming the input."""
-    evidence = {"input": label, **tokens, "comparison": cmp.message}
+    evidence = {"input": label, **tokens, "comparison": cmp.message,
+                **({"splits": [s.to_dict() for s in cmp.splits]} if cmp.splits else {}),
+                **({"unscored_after": cmp.unscored_after} if cmp.unscored_after is not None else {})}
     if not cmp.ok:
         raise CheckFailure(Cause.MISMATCH, f"input {label}: {cmp.message}",
                            divergence=cmp.divergence.to_dict() if cmp.divergence else None,

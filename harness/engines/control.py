@@ -1,8 +1,9 @@
 """Steering an engine between runs, through the in-engine shim's control
 file (harness/compat/site/mmharness_memory.py), read at every encoder call:
 the memory its memory query answers (an emulated card), and a forced encoder
-chunk size. One engine serves every setting, so trying five chunk sizes costs
-five runs, not five engine starts.
+chunk size, and the size of an injected fault (harness tests only). One
+engine serves every setting, so trying five chunk sizes costs five runs, not
+five engine starts.
 """
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ class EngineControl:
         return self.path is not None
 
     @contextlib.contextmanager
-    def steering(self, *, memory: tuple[int, int] | None = None, chunk: int | None = None):
+    def steering(self, *, memory: tuple[int, int] | None = None, chunk: int | None = None,
+                 fault_scale: float | None = None):
         """Within the block, the engine's encoder calls see `memory` (free,
-        total bytes) from their memory query and use `chunk` items per chunk;
-        None leaves the engine's own. Refused where the engine cannot be steered."""
+        total bytes) from their memory query and use `chunk` items per chunk,
+        and its injected leaks have `fault_scale` (harness tests and
+        benchmarks only); None leaves the engine's own. Refused where the
+        engine cannot be steered."""
         control = {k: v for k, v in (("memory", memory and {"free": memory[0], "total": memory[1]}),
-                                     ("chunk", chunk)) if v}
+                                     ("chunk", chunk), ("fault_scale", fault_scale)) if v is not None}
         if control and not self.available:
             raise RuntimeError("this engine cannot be steered (no in-engine control file)")
         if not control:

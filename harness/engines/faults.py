@@ -12,19 +12,23 @@ from harness.engines.base import Engine, Sampling
 from harness.engines.outcomes import Result
 
 FAULTS_ENV = "MMHARNESS_FAULTS"
+SCALE_ENV = "MMHARNESS_FAULT_SCALE"
 # The switches the engine-side shim knows; see mmharness_faults.FAULTS.
 FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "reference-cache", "reject-8khz", "chunk-from-total",
-               "vision-chunk-leak", "lora-ignore-vision-mlp")
+               "vision-chunk-leak", "lora-ignore-vision-mlp", "media-cross", "base-under-adapter")
 
 
-def fault_env(*names: str) -> dict[str, str]:
+def fault_env(*names: str, scale: float | None = None) -> dict[str, str]:
     """Engine environment that switches the named faults on (env= of an engine
-    or of EnginePool.get)."""
+    or of EnginePool.get); `scale`: the leaks' size in standard deviations
+    of the embedding they perturb (the shim's default is 1)."""
     unknown = [n for n in names if n not in FAULT_NAMES]
     if unknown:
         raise ValueError(f"unknown fault(s) {unknown}; known: {list(FAULT_NAMES)}")
-    return {FAULTS_ENV: ",".join(names)}
+    if scale is not None and not scale >= 0:
+        raise ValueError(f"fault scale must be a number >= 0, got {scale}")
+    return {FAULTS_ENV: ",".join(names), **({SCALE_ENV: repr(float(scale))} if scale is not None else {})}
 
 
 def engine_core_pid(engine: Engine) -> int:

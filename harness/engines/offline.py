@@ -138,16 +138,23 @@ class OfflineEngine(Engine):
                 self.proc.refresh_children()
                 last_refresh = time.monotonic()
 
-    def chat(self, conversations, sampling: Sampling = Sampling(), adapters: Adapters = None) -> list[Result]:
+    def chat(self, conversations, sampling: Sampling = Sampling(), adapters: Adapters = None,
+             forced: list[list[int]] | None = None) -> list[Result]:
+        """`forced`: per conversation, token ids appended to its rendered
+        prompt, so the answer continues them (a comparator following this
+        stack past a split); the answer holds only the tokens after them."""
         n = len(conversations)
         adapters = per_conversation(adapters, n)
+        if forced is not None and len(forced) != n:
+            raise ValueError(f"{len(forced)} forced prefixes for {n} conversations")
         if self.crashed:
             return [self.crashed] * n
         self._begin_request()
         try:
             self._send({"op": "chat", "conversations": conversations,
                         "sampling": sampling.to_dict(),
-                        "adapters": [a.to_dict() if a else None for a in adapters]})
+                        "adapters": [a.to_dict() if a else None for a in adapters],
+                        **({"forced": forced} if forced else {})})
             reply = self._await(time.monotonic() + self.request_timeout)
         except _Died as e:
             crash = self._crash(e.returncode, e.what)

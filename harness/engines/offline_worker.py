@@ -3,7 +3,8 @@
 Runs under the engine's interpreter as a script (stdlib + vllm only; it does
 not import the harness). Protocol over a multiprocessing connection:
   harness → {"op": "chat", "conversations": [...], "sampling": {...},
-             "adapters": [{"name", "path", "id"} | None, ...]}   # one per conversation
+             "adapters": [{"name", "path", "id"} | None, ...],   # one per conversation
+             "forced": [[token id, ...] | None, ...]}           # optional, one per conversation
   worker  → {"ok": [output, ...]} or {"error": Type, "message": str, "dead": bool}
 One "chat" op is one batch: every request is enqueued while the engine core's
 scheduler is paused (vLLM's level-0 sleep), and only then does it step. An
@@ -31,14 +32,49 @@ def _outputs(results, call_no):
     return outs
 
 
-def chat_as_one_batch(llm, conversations, sampling, lora_requests):
-    """Like LLM.chat, but the scheduler sees every request before its first step."""
+def chat_as_one_batch(llm, conversations, sampling, lora_requests, forced):
+    """Like LLM.chat, but the scheduler sees every request before its first
+    step, and the outputs come back in the order of the conversations,
+    matched by request id (not by the position vLLM sorted them into).
+    `forced`: per conversation, token ids appended to its rendered prompt (a
+    comparator following this stack past a split), or None."""
     llm.sleep(level=0, mode="keep")  # pause scheduling; adds are queued
     try:
-        llm.enqueue_chat(conversations, sampling, use_tqdm=False, lora_request=lora_requests)
+        if any(forced):
+            ids = enqueue_forced(llm, conversations, sampling, lora_requests, forced)
+        else:
+            ids = llm.enqueue_chat(conversations, sampling, use_tqdm=False, lora_request=lora_requests)
     finally:
         llm.wake_up(tags=["scheduling"])  # also after a rejected input (already aborted)
-    return llm.wait_for_completion(use_tqdm=False)
+    return in_request_order(ids, llm.wait_for_completion(use_tqdm=False))
+
+
+def enqueue_forced(llm, conversations, sampling, lora_requests, forced):
+    """Render each conversation as LLM.chat does, append its forced tokens to
+    the prompt (media placeholders stay where they were), and enqueue it."""
+    prompts = []
+    for conversation, tokens in zip(conversations, forced):
+        engine_input = llm._preprocess_chat_one(conversation)
+        engine_input["prompt_token_ids"] = list(engine_input["prompt_token_ids"]) + list(tokens or [])
+        engine_input.pop("prompt", None)  # the text no longer spells these ids
+        prompts.append(engine_input)
+    n = len(prompts)
+    return llm._render_and_add_requests(prompts=prompts, params=[sampling] * n,
+                                        lora_requests=lora_requests if lora_requests else None)
+
+
+def in_request_order(ids, results):
+    """The results in the order their requests were enqueued. The engine
+    keeps the id it was given as the output's, and may suffix the id it
+    returns at enqueue ("3" and "3-1a2b")."""
+    by_id = {r.request_id: r for r in results}
+    ordered = []
+    for rid in ids:
+        found = by_id.get(rid) or next((r for key, r in by_id.items() if rid.startswith(key + "-")), None)
+        if found is None:
+            raise RuntimeError(f"no output for request {rid!r} among {sorted(by_id)}")
+        ordered.append(found)
+    return ordered
 
 
 def main():
@@ -63,8 +99,9 @@ def main():
             adapters = msg.get("adapters") or [None] * len(msg["conversations"])
             # One per prompt; None runs that prompt on the base model.
             lora_requests = [LoRARequest(a["name"], a["id"], a["path"]) if a else None for a in adapters]
+            forced = msg.get("forced") or [None] * len(msg["conversations"])
             results = chat_as_one_batch(llm, msg["conversations"], SamplingParams(**msg["sampling"]),
-                                        lora_requests if any(lora_requests) else None)
+                                        lora_requests if any(lora_requests) else None, forced)
             calls += 1
             conn.send({"ok": _outputs(results, calls)})
         except Exception as e:  # reported to the harness, which decides what it means

@@ -77,6 +77,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--inject-faults", default="",
                 help="for the harness's own mutation tests: switch these faults on inside every engine "
                      f"(comma-separated: {', '.join(FAULT_NAMES)})")
+    g.addoption("--fault-scale", type=float, default=None,
+                help="for the harness's own mutation tests: the injected leaks' size, in standard "
+                     "deviations of the embedding they perturb (default 1)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -90,7 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[MODELS] = _selected(models_for(tier, config.getoption("models_file")),
                                          config.getoption("model"), tier)
         faults = [f for f in config.getoption("inject_faults").split(",") if f]
-        config.stash[FAULT_ENV] = fault_env(*faults) if faults else {}
+        config.stash[FAULT_ENV] = fault_env(*faults, scale=config.getoption("fault_scale")) if faults else {}
     except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[CURRENT] = None

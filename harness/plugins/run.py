@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.history import append_history, history_entry
+from harness.checks.verdicts import Verdict
+from harness.results.history import append_history, history_entry, passed_last_time, read_history
 from harness.results.merge import merge_run
 from harness.results.metadata import collect_host_metadata
 from harness.results.run import RunResults
@@ -49,6 +50,8 @@ RUN = pytest.StashKey[_Run]()
 INTERRUPTED = pytest.StashKey[str]()
 # The run's exit status (harness.results.status), once its end is written.
 STATUS = pytest.StashKey[int]()
+# Checks now unsupported that passed in the tier's previous run: findings.
+WENT_UNSUPPORTED = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -156,11 +159,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not run.layout.records_dir.exists() and (not run.results_dir_given or exitstatus == ExitStatus.USAGE):
         return  # no check ran: leave no empty run behind
     reason = _incomplete_reason(session)
+    history = read_history(history_path(config)).entries  # before this run's line joins it
     results = finish_run(config, run, int(exitstatus), reason)
-    session.exitstatus = config.stash[STATUS] = run_status(results, int(exitstatus))
+    unsupported = {r.id for r in results.records if r.verdict == Verdict.UNSUPPORTED.value}
+    passed_before = passed_last_time(history, results.run.get("tier"), unsupported)
+    config.stash[WENT_UNSUPPORTED] = sorted(passed_before)
+    session.exitstatus = config.stash[STATUS] = run_status(results, int(exitstatus), passed_before)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    for check in config.stash.get(WENT_UNSUPPORTED, []):
+        terminalreporter.write_line(f"mmharness: {check} passed in the previous run and is now unsupported")
     # Its `exitstatus` argument is pytest's, from before pytest_sessionfinish set the run's.
     if STATUS in config.stash:
         terminalreporter.write_line(f"mmharness: exit status {describe(config.stash[STATUS])}")

@@ -91,10 +91,15 @@ class HfReference:
         extractor = getattr(self.processor, "feature_extractor", None)
         return getattr(extractor, "sampling_rate", 16000)
 
-    def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling()) -> list[Completion]:
+    def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling(),
+             forced: list[list[int]] | None = None) -> list[Completion]:
+        """`forced`: per conversation, token ids appended to its prompt (a
+        comparator following this stack past a split), as the engine's
+        offline driver takes them."""
         if sampling.temperature != 0.0:
             raise ValueError("the HF reference is greedy only (temperature 0)")
-        return [self._greedy(self.inputs(c), sampling) for c in conversations]
+        forced = forced or [None] * len(conversations)
+        return [self._greedy(_extended(self.inputs(c), f or []), sampling) for c, f in zip(conversations, forced)]
 
     def _greedy(self, inputs: dict, sampling: Sampling) -> Completion:
         import torch
@@ -113,6 +118,22 @@ class HfReference:
         finish = "length" if len(tokens) == sampling.max_tokens else "stop"
         return Completion(text=self.tokenizer.decode(tokens), token_ids=tokens, logprobs=logprobs,
                           prompt_token_count=ids.shape[1], finish_reason=finish)
+
+
+def _extended(inputs: dict, tokens: list[int]) -> dict:
+    """The inputs with `tokens` appended as text: the ids, their attention,
+    and (where the processor gives one) their token type, text's 0."""
+    if not tokens:
+        return inputs
+    import torch
+
+    ids = inputs["input_ids"]
+    extra = torch.tensor([tokens], dtype=ids.dtype)
+    out = dict(inputs, input_ids=torch.cat([ids, extra], dim=1))
+    for key, fill in (("attention_mask", 1), ("mm_token_type_ids", 0), ("token_type_ids", 0)):
+        if key in inputs:
+            out[key] = torch.cat([inputs[key], torch.full_like(extra, fill, dtype=inputs[key].dtype)], dim=1)
+    return out
 
 
 # vLLM reads a `video/jpeg` data URL as every frame at this rate, unsampled.

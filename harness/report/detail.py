@@ -27,6 +27,7 @@ def _view(record: CheckRecord, index: int, streak: Streak | None, report_dir: Pa
     failed = record.verdict not in (Verdict.PASS.value, Verdict.SKIP.value)
     facts = [
         ("check", record.id), ("cause", record.cause), ("since", since_text(streak)),
+        ("isolation", record.evidence.get("isolation")),
         ("engine", engine_label(record.engine, record.engine_version)), ("model", record.model),
         ("parameters", json.dumps(record.params, ensure_ascii=False) if record.params else ""),
         ("durations (s)", json.dumps({k: round(v, 2) for k, v in record.durations.items()

@@ -79,6 +79,9 @@ def diff_runs(old: RunResults, new: RunResults, memory_pct: float = 10.0) -> Run
                 still_failing.append((record, previous))
             else:
                 new_failures.append((record, previous.verdict if previous else None))
+        elif (record.verdict == Verdict.UNSUPPORTED.value and previous is not None
+              and previous.verdict == Verdict.PASS.value):  # a feature that went away
+            new_failures.append((record, previous.verdict))
         elif (record.verdict == Verdict.PASS.value and previous is not None
               and (previous.is_failure or previous.verdict == Verdict.KNOWN_ISSUE.value)):
             fixed.append((record, previous.verdict))

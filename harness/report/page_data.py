@@ -46,9 +46,19 @@ def _row(record: CheckRecord, index: int, streak: Streak | None) -> dict[str, An
     }
     if streak is not None:
         row["since"], row["since_runs"] = since_text(streak), streak.runs
+    row["caveat"] = caveat(record)
     if has_detail(record):
         row["article"] = index
     return _compact(row)
+
+
+def caveat(record: CheckRecord) -> str | None:
+    """What a verdict could not observe: a check that passed against a remote
+    server whose caches the harness cannot see passed without observed
+    isolation, and is never shown as isolated."""
+    if record.verdict == "pass" and str(record.evidence.get("isolation", "")).startswith("not observed"):
+        return "(without observed isolation)"
+    return None
 
 
 def _plot(record: CheckRecord) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from harness.checks.verdicts import Verdict
 from harness.files import read_json_lines
 from harness.results.run import RunResults
 
-NOT_PASSING = (Verdict.FAIL.value, Verdict.ERROR.value, Verdict.KNOWN_ISSUE.value)
+NOT_PASSING = (Verdict.FAIL.value, Verdict.ERROR.value, Verdict.KNOWN_ISSUE.value, Verdict.UNSUPPORTED.value)
 
 
 def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
@@ -35,6 +35,8 @@ def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
         # restarts when the cause changes), which keeps a line small.
         "not_passing": {r.id: r.verdict for r in results.records if r.verdict in NOT_PASSING},
         "causes": {r.id: r.cause for r in results.records if r.verdict in NOT_PASSING and r.cause},
+        # What ran and did not pass either: with not_passing, what passed.
+        "skipped": [r.id for r in results.records if r.verdict == Verdict.SKIP.value],
         "files": sorted({_file(r.id) for r in results.records}),
         # Every check recorded, with its seconds (setup, call and teardown:
         # engine starts included), nested by file and test function so the
@@ -66,6 +68,21 @@ def check_durations(entry: dict[str, Any]) -> dict[str, float]:
 def _check_id(file: str, function: str, params: str) -> str:
     rest = f"{function}[{params}]" if params else function
     return f"{file}::{rest}" if rest else file
+
+
+def passed_last_time(entries: list[dict[str, Any]], tier: str | None, checks: set[str]) -> set[str]:
+    """Those of `checks` that passed in the newest run of `tier` that ran
+    them (lines from before skips were kept tell nothing)."""
+    passed: set[str] = set()
+    left = set(checks)
+    for entry in sorted(entries, key=lambda e: e.get("started") or "", reverse=True):
+        if entry.get("tier") != tier or not left:
+            continue
+        ran = left & set(check_durations(entry))
+        if "skipped" in entry:
+            passed |= ran - set(entry.get("not_passing", {})) - set(entry["skipped"])
+        left -= ran
+    return passed
 
 
 def last_durations(entries: list[dict[str, Any]], tier: str | None) -> dict[str, float]:

@@ -24,11 +24,11 @@ import tomllib
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from harness.checks.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
 from harness.setup.cpu_features import ISA_FEATURES, KERNEL_LIBRARIES
+from harness.versions import version_in
 
 REQUIRED = ("check", "engine_versions", "cause", "link", "reason")
 OPTIONAL = ("engine", "exception", "status", "message", "host")
@@ -36,7 +36,8 @@ OPTIONAL = ("engine", "exception", "status", "message", "host")
 HOST_KEYS = {"kernels": KERNEL_LIBRARIES, "isa": tuple(ISA_FEATURES)}
 # Causes too broad to register: each hides whatever else fails the same way.
 # (python-exception needs `exception`, http-5xx needs `status`, both `message`.)
-NARROWED_BY = {Cause.PYTHON_EXCEPTION.value: "exception", Cause.HTTP_5XX.value: "status"}
+NARROWED_BY = {Cause.PYTHON_EXCEPTION.value: "exception", Cause.HTTP_5XX.value: "status",
+               Cause.MISMATCH.value: None}
 # Never an engine finding to register: a start-up failure says nothing about
 # which check it hides, and a harness error is fixed, not registered.
 NEVER_REGISTERED = (Cause.STARTUP_FAILED.value, Cause.HARNESS.value)
@@ -78,12 +79,9 @@ class KnownIssue:
         # an entry for "vllm" covers every kind, one for "server:vllm" one kind.
         if self.engine is not None and self.engine not in (record.engine, _distribution(record.engine)):
             return False
-        # An unknown or unparsable engine version cannot confirm the issue.
-        try:
-            version = Version(record.engine_version or "")
-        except InvalidVersion:
-            return False
-        return self.engine_versions.contains(version, prereleases=True)
+        # An unknown or unparsable engine version cannot confirm the issue,
+        # and a local build (0.32.0+patch) meets its own failures.
+        return version_in(record.engine_version, str(self.engine_versions))
 
     def _on_host(self, host: dict | None) -> bool:
         if self.kernels is None and self.isa is None:
@@ -200,16 +198,20 @@ def _host(where: str, raw) -> dict[str, tuple[str, ...]]:
 
 
 def _check_narrowed(where: str, cause_class: str, raw: dict) -> None:
-    """A class-only python-exception or 5xx entry would absorb any new bug of that class."""
-    field = NARROWED_BY.get(cause_class)
-    if field is None:
+    """A class-only python-exception, 5xx or mismatch entry would absorb any
+    new bug of that class: a mismatch names which input (and adapter)
+    diverged, in a message pattern over the failure's words."""
+    if cause_class not in NARROWED_BY:
         return
-    missing = [key for key in (field, "message") if key not in raw]
+    field = NARROWED_BY[cause_class]
+    missing = [key for key in (field, "message") if key and key not in raw]
     if missing:
-        example = 'exception = "RuntimeError"' if field == "exception" else "status = 500"
+        example = {"exception": 'exception = "RuntimeError" and message = "*stride*"',
+                   "status": 'status = 500 and message = "*stride*"',
+                   None: 'message = "input 3-image@tower (reloaded): *"'}[field]
         raise KnownIssuesError(
             f"{where}: cause {cause_class!r} needs {' and '.join(missing)} too, so that it matches "
-            f"this failure and no other (e.g. {example} and message = \"*stride*\")")
+            f"this failure and no other (e.g. {example})")
 
 
 def _check_link(where: str, path: Path, link: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-from harness.checks.verdicts import Cause
+from harness.checks.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 
@@ -47,16 +47,23 @@ def failures_status(failures: list[CheckRecord]) -> ExitStatus:
     return ExitStatus.FINDINGS if failures else ExitStatus.OK
 
 
-def run_status(results: RunResults, pytest_status: int = ExitStatus.OK) -> int:
+def unsupported_after_pass(results: RunResults, passed_before: set[str]) -> list[CheckRecord]:
+    """Checks the engine now says it does not support, that passed in the
+    previous run: a feature that went away is a finding."""
+    return [r for r in results.records if r.verdict == Verdict.UNSUPPORTED.value and r.id in passed_before]
+
+
+def run_status(results: RunResults, pytest_status: int = ExitStatus.OK, passed_before: set[str] = frozenset()) -> int:
     """The status of a finished run from its merged results and pytest's own
     status. A status that already says the run went wrong (interrupted,
     usage, internal error, a plugin's pytest.exit code) is kept as it is;
-    known issues and skips never fail the run."""
+    known issues and skips never fail the run, nor does `unsupported`
+    unless the check passed in the previous run (`passed_before`)."""
     if pytest_status not in (ExitStatus.OK, ExitStatus.FINDINGS, ExitStatus.NOTHING_SELECTED):
         return pytest_status
     if results.problems:  # an unreadable record line may hide a failure
         return ExitStatus.HARNESS_ERROR
-    status = failures_status(results.failures)
+    status = failures_status(results.failures + unsupported_after_pass(results, passed_before))
     if status != ExitStatus.OK:
         return status
     if pytest_status == ExitStatus.FINDINGS:  # a failure pytest saw and no record holds

@@ -3,12 +3,15 @@ property, raises CheckFailure when it does not hold, and writes what it
 compared into the record, so a scenario never touches the record itself."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
-from harness.checks.requests import check_agreement, check_alive, check_completed, check_edge_outcome, check_invariant
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
+from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
+from harness.checks.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion
-from harness.lora.effects import shows_adapter
+from harness.lora import effects
 from harness.memory.card.chunks import summary as chunk_summary
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
@@ -50,6 +53,48 @@ class Check:
             raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held all {n} items at one "
                                f"length: {[e.get('shapes') for e in calls]}")
 
+    def served_together(self, run: Run, *, modality: str) -> None:
+        """The premise of a concurrent load, observed in the server: one step
+        held at least two of the requests in prefill, and one `modality`
+        encoder call held at least two of their items. A server that serves
+        the load one request at a time would make its invariance prove
+        nothing. Against a remote server nothing can be observed: noted."""
+        self.completed(run)
+        if run.observed is None:
+            self.note({"served_together": "not observed (no in-engine observer on this engine)"})
+            return
+        prefills = [sum(1 for t in e.get("tokens", {}).values() if t > 1)
+                    for e in run.observed if e.get("event") == "step"]
+        items = [e.get("items", 0) for e in run.observed
+                 if e.get("event") == "encoder" and e.get("modality") == modality]
+        self.note({"observed_prefills_per_step": prefills, f"observed_{modality}_items_per_call": items})
+        if max(prefills, default=0) < 2 or max(items, default=0) < 2:
+            raise CheckFailure(Cause.PREMISE, f"the {len(run.labels)} concurrent requests were not served "
+                               f"together: prompts in prefill per step {prefills}, {modality} items per "
+                               f"encoder call {items} (each needs 2 or more somewhere)")
+
+    def served_from_cache(self, run: Run) -> None:
+        """The premise of a cache check, observed: the multimodal processor
+        cache was hit for every media item of the run (a record of cached
+        tokens is not a hit)."""
+        lookups = [e for e in self._observed(run) if e.get("event") == "mm_cache"]
+        hits = sum(1 for e in lookups if e.get("hit"))
+        sent = sum(media_items(r.conversation) for r in run.workload.requests)
+        self.note({"mm_cache": {"lookups": len(lookups), "hits": hits, "media_items": sent}})
+        if hits < sent:
+            raise CheckFailure(Cause.PREMISE, f"the processor cache served {hits} of the run's {sent} media "
+                               f"items ({len(lookups)} lookups observed): the cache this check judges was "
+                               f"not used")
+
+    def every_rank_stepped(self, run: Run, tp: int) -> None:
+        """The premise of a TP check, observed: `tp` distinct worker processes
+        each ran the run's steps (a rank left idle is no TP at all)."""
+        pids = sorted({e.get("pid") for e in self._observed(run) if e.get("event") == "step"})
+        self.note({"ranks_stepping": pids})
+        if len(pids) < tp:
+            raise CheckFailure(Cause.PREMISE, f"TP {tp}: the steps were seen in {len(pids)} worker "
+                               f"process(es) {pids}, not {tp}")
+
     def chunks(self, run: Run) -> None:
         """Write what the encoder made of its memory into the record: one
         line per chunk decision, "free X, total Y -> chunks of k for n items"."""
@@ -70,6 +115,9 @@ class Check:
         that went unanswered fails with its own cause first: a dead
         reference engine encodes nothing more, and that is not a cache."""
         check_completed([reference[label]], [f"{label} (solo)"])
+        if reference.engine.kind == "remote":
+            self.note({"isolation": "not observed: the reference ran on the remote server itself (media "
+                                    "renamed afresh), whose caches and steps the harness cannot see"})
         cached = getattr(reference[label], "cached_tokens", None)
         self.record.evidence.setdefault("reference_cached_tokens", {})[label] = cached
         if cached:
@@ -89,20 +137,70 @@ class Check:
                                f"items it was sent: the rest came from a cache, so it is not isolated "
                                f"from the run it judges")
 
-    def invariant(self, run: Run, reference: Run, label: str) -> None:
-        """The request's output in `run` equals its output in `reference`."""
+    # --- comparisons: each with the profile of its numeric path, and power ---
+
+    def profile(self, run: Run, path: str = "same-stack") -> NoiseProfile:
+        """The noise profile of `run`'s engine on this numeric path, noted in
+        the record (measured or not), so a reader sees what was tolerated."""
+        ident = run.engine.identity
+        if path in ("w4a16", "w4a8"):
+            path = four_bit_path(ident.get("isa"))
+        profile = profile_for(run.use.entry.tier, ident.get("distribution"), ident.get("version"),
+                              (run.use.args or run.use.entry.engine_args).get("dtype"), path)
+        self.record.evidence.setdefault("noise_profiles", {})[path] = profile.to_dict()
+        return profile
+
+    def invariant(self, run: Run, reference: Run, label: str, *, wrong: dict | None = None) -> None:
+        """The request's output in `run` equals its output in `reference`,
+        alone on the reference engine; the comparator rejects the other
+        requests' references (`wrong`: other wrong answers besides)."""
         self.record.params["input"] = label
         self.isolated(reference, label)
         got, ref = run[label], reference[label]
         self.record.outputs = {run.how: got.to_dict(), reference.how: ref.to_dict()}
-        self.note(check_invariant(got, ref, label, context=run.how))
+        self._held(run, reference, label, wrong=wrong)
 
-    def all_invariant(self, run: Run, reference: Run) -> None:
-        """Every request's output in `run` equals its output in `reference`."""
+    def all_invariant(self, run: Run, reference: Run, *, wrong: dict[str, dict] | None = None) -> None:
+        """Every request's output in `run` equals its output in `reference`
+        (`wrong`: per label, wrong answers besides the other references)."""
         self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
         for label in run.labels:
             self.isolated(reference, label)
-            check_invariant(run[label], reference[label], label, context=run.how)
+            self._held(run, reference, label, wrong=(wrong or {}).get(label))
+
+    def across_tp(self, run: Run, reference: Run, tp: int) -> None:
+        """Every request's output at TP `tp` equals its output at TP 1, within
+        the TP profile, followed past any split it tolerates."""
+        for label in run.labels:
+            self._held(run, reference, label, path="tp", context=f"TP {tp}", reference_name="TP 1")
+
+    def agrees(self, run: Run, reference: Run, *, wrong: dict[str, dict] | None = None,
+               path: str = "hf-vs-vllm") -> None:
+        """Every request's greedy output in `run` agrees with `reference`,
+        another stack's (HF transformers), within that path's profile,
+        followed past any split on the reference's stack."""
+        # Both sides' answers, kept before they are judged, so that two runs can compare them.
+        self.record.outputs = {f"{side.how}[{label}]": side[label].to_dict()
+                               for label in run.labels for side in (run, reference)}
+        for label in run.labels:
+            self._held(run, reference, label, path=path, context=run.how, reference_name=reference.how,
+                       wrong=(wrong or {}).get(label))
+
+    def _held(self, run: Run, reference: Run, label: str, *, path: str = "same-stack",
+              context: str | None = None, reference_name: str = "solo", wrong: dict | None = None) -> None:
+        """One request's comparison, then its power: the same comparator
+        rejects each other request's reference in `reference` and each of
+        `wrong` in place of this request's. Both go in the record."""
+        profile = self.profile(run, path)
+        follow = reference.follower(label)
+        evidence = check_invariant(run[label], reference[label], label, profile, context=context or run.how,
+                                   reference=reference_name, follow=follow)
+        alternatives = {f"{other}'s {reference_name} answer": reference[other]
+                        for other in reference.labels if other != label}
+        alternatives |= wrong or {}
+        evidence["rejected"] = check_power(reference[label], label, alternatives, profile,
+                                           reference=reference_name, follow=follow)
+        self.record.evidence.setdefault("comparisons", {})[label] = evidence
 
     def lora(self, **context) -> None:
         """The record's LoRA context: adapters, their targets, TP size, the
@@ -127,36 +225,72 @@ class Check:
         raise CheckFailure(Cause.PREMISE, f"no step held the {len(want)} prompts under their adapters "
                            f"{want}: adapters of the prompts in prefill per step {seen}")
 
-    def rows_as_solo(self, run: Run, reference: Run, crossed: Run | None = None) -> None:
-        """Every request's output in a mixed run equals its solo output. A
-        row that does not is told with the adapter whose solo output it
-        equals, when it equals one (a base row that ran under an adapter):
-        `crossed` holds each row's input alone under every adapter, labelled
-        "<row>~<adapter>", and is read only when a row fails."""
+    def rows_as_solo(self, run: Run, reference: Run, crossed: Run) -> None:
+        """Every request's output in a mixed run equals its solo output, and
+        the comparator rejects, besides the other rows' answers, the row's
+        own input alone under every other adapter and the base model
+        (`crossed`: each row's input under each, labelled "<row>~<adapter>").
+        A row that fails is told with the adapter whose solo output it
+        equals, when it equals one (a base row that ran under an adapter)."""
         self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
-        for label in run.labels:
+        for request, label in zip(run.workload.requests, run.labels):
             self.isolated(reference, label)
+            own = request.adapter.name if request.adapter else "base"
+            solos = {c.split("~", 1)[1]: crossed[c] for c in crossed.labels if c.startswith(f"{label}~")}
             try:
-                check_invariant(run[label], reference[label], label, context=run.how)
+                self._held(run, reference, label, wrong={f"its input under {name}": answer
+                                                         for name, answer in solos.items() if name != own})
             except CheckFailure as failure:
-                solos = {} if crossed is None else {
-                    c.split("~", 1)[1]: crossed[c] for c in crossed.labels if c.startswith(f"{label}~")}
-                wearing = shows_adapter(run[label], solos)
-                if wearing:
+                wearing = effects.shows_adapter(run[label], {n: a for n, a in solos.items() if n != own},
+                                                self.profile(run))
+                if wearing and failure.cause == Cause.MISMATCH:
                     failure.message += f"; it equals the solo output under {wearing}"
                     failure.evidence["ran_as"] = wearing
                     failure.args = (f"[{failure.cause.value}] {failure.message}",)
                 raise
 
-    def agrees(self, run: Run, reference: Run) -> None:
-        """Every request's greedy output in `run` agrees with `reference`,
-        another stack's (see harness.checks.check_agreement)."""
-        labels = (reference.how, run.how)
-        # Both sides' answers, kept before they are judged, so that two runs can compare them.
-        self.record.outputs = {f"{side.how}[{label}]": side[label].to_dict()
-                               for label in run.labels for side in (run, reference)}
-        self.note({"agreement": [check_agreement(run[label], reference[label], label, labels=labels)
-                                 for label in run.labels]})
+    @contextlib.contextmanager
+    def _lora_expected(self, run: Run):
+        """An engine refusal (`unsupported`) inside, where the model matrix
+        says this engine version serves LoRA (`lora.supported`), fails as a
+        regression instead."""
+        try:
+            yield
+        except Unsupported as refusal:
+            version = run.use.version
+            if run.use.entry.serves_lora(version):
+                raise effects.as_regression(refusal, version, run.use.entry.lora["supported"]) from None
+            raise
+
+    def lora_served(self, served: Run) -> None:
+        """The engine started with LoRA on and answered; an engine that says
+        it serves no LoRA for the model is `unsupported`, with its words (a
+        regression where the matrix says it does)."""
+        with self._lora_expected(served):
+            effects.raise_if_refused(served.use.failure)
+        self.completed(served)
+
+    def takes_effect(self, alone: Run, *, adapter: str, family: str | None = None, hf: Run | None = None) -> None:
+        """An effect workload (its input under the base model, then under the
+        adapter, each alone): the adapter's answer is not the base answer,
+        beyond the engine's noise. `hf`: the same on HF + peft, which must
+        show the change itself (the premise), where it runs."""
+        base, adapted = alone.labels
+        modality = alone.workload.requests[1].facts.get("modality", adapted)
+        profile = self.profile(alone)
+        if hf is not None:
+            self.note(effects.check_premise(hf[adapted], hf[base], adapted, profile))
+        with self._lora_expected(alone):
+            self.note(effects.check_takes_effect(alone[adapted], alone[base], profile, adapter=adapter,
+                                                 family=family, input_label=modality))
+
+    def untouched(self, alone: Run, *, adapter: str) -> None:
+        """An effect workload whose input the adapter cannot reach: its answer
+        under the adapter is the base answer, within the engine's noise."""
+        base, adapted = alone.labels
+        modality = alone.workload.requests[1].facts.get("modality", adapted)
+        self.note(effects.untouched(alone[adapted], alone[base], self.profile(alone), adapter=adapter,
+                                    input_label=modality))
 
     def edge_outcome(self, run: Run, expect: str, reference: Run | None = None) -> None:
         """The single input of `run` got the outcome it must get (see

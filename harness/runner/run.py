@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from harness.checks.comparators import Follow
+from harness.checks.requests import check_completed
 from harness.checks.verdicts import CheckFailure
 from harness.engines.base import Engine, LogWindow
 from harness.engines.outcomes import Result
@@ -30,6 +32,8 @@ class EngineUse:
     window: LogWindow | None = None
     watch: MemoryWatch | None = None
     t0: float = 0.0  # the sampler's clock when the scenario began
+    args: dict = field(default_factory=dict)  # the engine's arguments, as the runner gave them
+    version: str | None = None  # the engine's version, known from its interpreter even if it never started
 
     def require(self) -> Engine:
         if self.failure:
@@ -54,6 +58,9 @@ class Run:
     # encoder calls; harness.engines.observations); None: not observable.
     _observed: list[dict] | None = field(default=None, repr=False)
     _go: Callable[["Run"], None] | None = field(default=None, repr=False)
+    # (label, forced tokens) -> that request's answer continuing them, on the
+    # stack that made this run; None where the stack takes no forced tokens.
+    _follow: Callable[[str, list[int]], Result] | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
@@ -100,6 +107,17 @@ class Run:
         """The engine's memory from the scenario's start until now."""
         self.use.require()
         return self.use.memory()
+
+    def follower(self, label: str) -> Follow | None:
+        """The comparator's follower for one request of this run: this run's
+        stack, forced along given tokens, answering the positions after them."""
+        self._resolve()
+        if self._follow is None:
+            return None
+
+        def follow(tokens: list[int]) -> Result:
+            return check_completed([self._follow(label, tokens)], [f"{label} (followed past a split)"])[0]
+        return follow
 
     def __getitem__(self, key: int | str) -> Result:
         index = self.labels.index(key) if isinstance(key, str) else key

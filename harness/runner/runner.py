@@ -16,6 +16,7 @@ Which engine computes a reference is decided here, in `each_alone` and
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 import uuid
@@ -25,7 +26,7 @@ import pytest
 
 from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
-from harness.engines.outcomes import EngineStartupFailed
+from harness.engines.outcomes import Completion, EngineStartupFailed, Result
 from harness.engines.devices import Lease, NoDeviceLeft
 from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
 from harness.engines.pool import EnginePool
@@ -86,7 +87,7 @@ class Runner:
         def send(engine):
             with engine.control.steering(**(steer or {})):
                 return engine.chat(convs, sampling, adapters=workload.adapters)
-        return self._run("batch", workload, use, send)
+        return self._run("batch", workload, use, send, sampling)
 
     def each_alone(self, workload: Workload, sampling: Sampling, *,
                    engine_args: dict | None = None) -> Run:
@@ -99,11 +100,13 @@ class Runner:
         kind = "server" if self.remote else "offline"
         args = None if self.remote else {**(engine_args or {}), **REFERENCE_ARGS}
         tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
+
+        def alone(engine) -> list:
+            return [engine.chat([with_uuids(q.conversation, f"{tag}-{i}")], sampling,
+                                adapters=[q.adapter] if q.adapter else None)[0]
+                    for i, q in enumerate(workload.requests)]
         run = Run("each_alone", workload)
-        run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"),
-                                       lambda e: [e.chat([with_uuids(q.conversation, f"{tag}-{i}")], sampling,
-                                                         adapters=[q.adapter] if q.adapter else None)[0]
-                                                  for i, q in enumerate(workload.requests)])
+        run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"), alone, sampling)
         self._on_run(run)
         return run
 
@@ -122,6 +125,7 @@ class Runner:
             with tempfile.TemporaryDirectory(prefix="mmh-dequantized-") as tmp:
                 use.engine = HfReference(dequantize_model(self.model, tmp))  # loaded: tmp may go
             r._use, r._outcomes = use, use.engine.chat(_conversations(workload), sampling)
+            r._follow = _follower(workload, sampling, lambda q, conv, s, f: use.engine.chat([conv], s, [f])[0])
 
         run._go = go
         self._on_run(run)
@@ -138,16 +142,17 @@ class Runner:
             from harness.references.hf import HfReference
 
             use = EngineUse("hf-transformers", self.scenario(workload, "hf-peft"), self.entry)
-            outcomes = {}
+            outcomes, models = {}, {}
             # bfloat16, the engines' dtype: 11 of 14 answers token-equal with
             # vLLM against 3 of 14 in float32 (benchmarks/lora_hf_agreement.py).
             for adapter in dict.fromkeys(q.adapter for q in workload.requests):
-                use.engine = HfReference(self.model, dtype="bfloat16",
-                                         adapter=adapter.path if adapter else None)
+                use.engine = models[adapter] = HfReference(self.model, dtype="bfloat16",
+                                                           adapter=adapter.path if adapter else None)
                 for i, q in enumerate(workload.requests):
                     if q.adapter == adapter:
                         outcomes[i] = use.engine.chat([q.conversation], sampling)[0]
             r._use, r._outcomes = use, [outcomes[i] for i in range(len(workload.requests))]
+            r._follow = _follower(workload, sampling, lambda q, conv, s, f: models[q.adapter].chat([conv], s, [f])[0])
 
         run._go = go
         self._on_run(run)
@@ -159,14 +164,14 @@ class Runner:
         names. `env`: the server's own additions (RUNTIME_LORA_ENV, say)."""
         use = self._use("server", workload, engine_args, env=env)
         return self._run("concurrent", workload, use,
-                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters))
+                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling)
 
     def one(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
             env: dict | None = None) -> Run:
         if len(workload.requests) != 1:
             raise ValueError(f"one() takes a single request, got {len(workload.requests)}")
         return self._run("one", workload, self._use("server", workload, engine_args, env=env),
-                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters))
+                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling)
 
     # --- engines -------------------------------------------------------------
     def scenario(self, workload: Workload, role: str = "") -> str:
@@ -189,7 +194,8 @@ class Runner:
     def _open(self, kind: str, scenario: str, args: dict, extra_env: dict) -> EngineUse:
         tp = tensor_parallel(args)
         card = self._card_lease(args)
-        use = EngineUse(kind, scenario, self.entry)
+        use = EngineUse(kind, scenario, self.entry, args=args,
+                        version=self.pool.interpreter.identity.get("version"))
         try:  # a TP size this machine (or this run's GPUs) cannot host is skipped, saying why
             if card and tp > 1:
                 raise NotHostable(f"TP {tp} needs {tp} GPUs; an emulated card is one")
@@ -219,14 +225,14 @@ class Runner:
             return self._card[1]
         return None
 
-    def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable) -> Run:
+    def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable, sampling: Sampling) -> Run:
         run = Run(how, workload)
-        self._send(run, use, send)
+        self._send(run, use, send, sampling)
         self._on_run(run)
         return run
 
     @staticmethod
-    def _send(run: Run, use: EngineUse, send: Callable) -> None:
+    def _send(run: Run, use: EngineUse, send: Callable, sampling: Sampling) -> None:
         run._use = use
         if use.engine is None:
             return
@@ -234,7 +240,25 @@ class Runner:
         offset = observations.mark() if observations else 0
         run._outcomes = send(use.engine)
         run._observed = observations.since(offset) if observations else None
+        if use.engine.kind == "offline":  # the driver that takes forced tokens
+            engine = use.engine
+            run._follow = _follower(workload=run.workload, sampling=sampling, send=lambda q, conv, s, f: engine.chat(
+                [conv], s, adapters=[q.adapter] if q.adapter else None, forced=[f])[0])
 
 
 def _conversations(workload: Workload) -> list[list[dict]]:
     return [r.conversation for r in workload.requests]
+
+
+def _follower(workload: Workload, sampling: Sampling, send: Callable) -> Callable[[str, list[int]], Result]:
+    """(label, forced tokens) -> the request's answer after them: sent alone,
+    its media renamed afresh (no cache serves it), for the tokens left of
+    the sampling's length. `send(request, conversation, sampling, forced)`."""
+    def follow(label: str, forced: list[int]) -> Result:
+        request = workload.requests[workload.labels.index(label)]
+        left = sampling.max_tokens - len(forced)
+        if left <= 0:  # the split was at the last position: nothing after it
+            return Completion(text="", token_ids=[], logprobs=[], finish_reason="length")
+        conversation = with_uuids(request.conversation, f"mmh-follow-{uuid.uuid4().hex[:12]}")
+        return send(request, conversation, dataclasses.replace(sampling, max_tokens=left), forced)
+    return follow

@@ -4,7 +4,9 @@ from __future__ import annotations
 from harness.workloads.request import Request, Workload
 
 PROMPTS = {"story": "Tell me a short story about the sea.",
-           "list": "List three colours and one animal for each."}
+           "list": "List three colours and one animal for each.",
+           "recipe": "How do I bake bread at home?",
+           "numbers": "Count from one to twenty in words."}
 
 
 def text_workload() -> Workload:

@@ -3,6 +3,11 @@
 MMHARNESS_FAULTS=name[,name...] makes the engine misbehave the way a real
 bug would, so a test can show that a check catches it. Unset: no effect.
 Never set outside the harness's tests.
+
+The leaks are sized in standard deviations of the embedding they perturb:
+MMHARNESS_FAULT_SCALE (default 1), or `fault_scale` in the engine's control
+file, read at every encoder call (benchmarks/measure_sensitivity.py steps
+one engine through many scales; 0 perturbs nothing).
 """
 from __future__ import annotations
 
@@ -11,9 +16,28 @@ import re
 
 import mmharness_encoder
 import mmharness_importhook
+import mmharness_memory
 
 ENV = "MMHARNESS_FAULTS"
-LEAK = 5.0  # far above the tiny models' embeddings (std 0.02)
+SCALE_ENV = "MMHARNESS_FAULT_SCALE"
+
+
+def scale() -> float:
+    """The leaks' size now, in standard deviations of what they perturb."""
+    steered = mmharness_memory._read_control().get("fault_scale")
+    return float(steered if steered is not None else os.environ.get(SCALE_ENV, "1"))
+
+
+def shifted(x, seed: int):
+    """x plus `scale()` standard deviations of x along a seeded direction:
+    the same perturbation of the same item in every run."""
+    import torch
+
+    size = scale()
+    if size == 0:
+        return x
+    direction = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+    return (x.float() + size * x.float().std() * direction).to(x.dtype)
 
 
 def _padding_leak(call, outputs):
@@ -22,7 +46,16 @@ def _padding_leak(call, outputs):
     if call.modality != "audio" or not call.ragged:
         return outputs
     longest = max(call.lengths)
-    return [o + LEAK if n < longest else o for o, n in zip(outputs, call.lengths)]
+    return [shifted(o, n) if n < longest else o for o, n in zip(outputs, call.lengths)]
+
+
+def _media_cross(call, outputs):
+    """One request's media reaches another's answer: in an encoder call of
+    two or more items of one shape, the last item's embedding is the first's."""
+    outputs = list(outputs)
+    if len(outputs) > 1 and outputs[0].shape == outputs[-1].shape:
+        outputs[-1] = outputs[0].clone()
+    return outputs
 
 
 def _raise_ragged_audio(call) -> None:
@@ -40,10 +73,28 @@ def _vision_chunk_leak(model) -> None:
 
     def forward(*args, **kwargs):
         out = real(*args, **kwargs)
-        out.last_hidden_state[1:] += LEAK
+        out.last_hidden_state[1:] = shifted(out.last_hidden_state[1:], len(out.last_hidden_state))
         return out
 
     encoder.forward = forward
+
+
+def _base_under_adapter(module) -> None:
+    """Requests without an adapter run under the step's first adapter (the
+    LoRA mapping's "no adapter" read as a slot), as finding 007 does on CPU
+    once every slot is full, but in every step with an adapter in it."""
+    cls = module.WorkerLoRAManager
+    real = cls.set_active_adapters
+
+    def set_active_adapters(self, requests, mapping):
+        if mapping is not None:
+            first = next((i for i in mapping.prompt_mapping if i > 0), 0)
+            if first:
+                mapping.index_mapping = tuple(i or first for i in mapping.index_mapping)
+                mapping.prompt_mapping = tuple(i or first for i in mapping.prompt_mapping)
+        return real(self, requests, mapping)
+
+    cls.set_active_adapters = set_active_adapters
 
 
 def _single_request_steps(module) -> None:
@@ -166,6 +217,8 @@ def _module_fault(module_name, patch):
 
 FAULTS = {
     "padding-leak": _encoder_fault(after=_padding_leak),
+    "media-cross": _encoder_fault(after=_media_cross),
+    "base-under-adapter": _module_fault("vllm.lora.worker_manager", _base_under_adapter),
     "raise-ragged-audio": _encoder_fault(before=_raise_ragged_audio),
     "single-request-steps": _module_fault("vllm.v1.core.sched.scheduler", _single_request_steps),
     # Caches back on, and media names (uuids) ignored: a reference is served

@@ -6,6 +6,8 @@ format of harness/engines/observations.py:
   encoder  - one multimodal encoder call: modality, items, each item's shape,
              and (tower LoRA engines) the adapter of each item in the tower;
   lora_modules - the layers the LoRA model manager wrapped, once per worker;
+  mm_cache - one lookup of a media item in the multimodal processor cache
+             (the front end's side): its hash, and whether it was a hit;
   memory_info, encoder_chunk, vision_chunk - encoder memory (mmharness_memory).
 Several processes write the same file: each line is one O_APPEND write.
 """
@@ -121,6 +123,27 @@ def _patch_lora_manager(module) -> None:
     cls._create_lora_modules = _create_lora_modules
 
 
+# The processor caches of the front end (P0), by module: each looks an item
+# up in get_and_update_item, whose hit is what a cache check must observe.
+MM_CACHES = {"vllm.multimodal.cache.base": ("MultiModalProcessorOnlyCache",),
+             "vllm.multimodal.cache.lru": ("LruKeyReplicatedSenderCache",),
+             "vllm.multimodal.cache.shm": ("ShmObjectStoreSenderCache",)}
+
+
+def _patch_mm_caches(module) -> None:
+    for name in MM_CACHES[module.__name__]:
+        cls = getattr(module, name, None)
+        if cls is None:  # another release: nothing of that name to observe
+            continue
+        real = cls.get_and_update_item
+
+        def get_and_update_item(self, mm_item, mm_hash, _real=real):
+            emit("mm_cache", hash=str(mm_hash), hit=bool(self.is_cached_item(mm_hash)))
+            return _real(self, mm_item, mm_hash)
+
+        cls.get_and_update_item = get_and_update_item
+
+
 def install() -> None:
     """Arm the observer if MMHARNESS_OBSERVE is set; otherwise do nothing."""
     if not os.environ.get(ENV):
@@ -128,6 +151,8 @@ def install() -> None:
     mmharness_importhook.after_import(mmharness_encoder.RUNNER_MODULE, _patch_runner)
     mmharness_importhook.after_import("vllm.lora.worker_manager", _patch_lora_worker)
     mmharness_importhook.after_import("vllm.lora.model_manager", _patch_lora_manager)
+    for module in MM_CACHES:
+        mmharness_importhook.after_import(module, _patch_mm_caches)
     mmharness_encoder.BEFORE.insert(0, _record_encoder_call)  # seen even if a fault raises
     mmharness_encoder.install()
     import mmharness_memory

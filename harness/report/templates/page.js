@@ -62,6 +62,7 @@
       var td = el("td", c.cls);
       if (c.verdict) {
         td.appendChild(el("span", "verdict " + r.verdict.replace(" ", "-"), r.verdict));
+        if (r.caveat) td.appendChild(el("span", "caveat", " " + r.caveat));
       } else if (c.cls === "id" && r.article !== undefined) {
         var a = el("a", null, c.show(r));
         a.href = "#check-" + r.article;
