@@ -1,10 +1,10 @@
-"""How far TP 2 moves the tiny Gemma4's greedy outputs from TP 1 with LoRA
-on, when nothing is wrong: the same mixed workload (image and text prompts,
-base and two adapters, 16 tokens) at TP 1 and TP 2 on the CPU tier. TP
-splits each projection's sum across ranks and adds the parts in bfloat16, so
-logprobs move by more than one stack's batch noise: the TP-invariance
-check's tolerance (harness/lora/effects.py TP_LOGPROB_STEPS) is set from
-these figures. Prints figures, asserts nothing.
+"""The TP noise profile of the CPU tier: how far TP 2 moves the tiny Gemma4's
+greedy outputs from TP 1 with LoRA on, when nothing is wrong. The same mixed
+workload (image and text prompts, base and two adapters, 16 tokens) runs at
+TP 1 and TP 2. TP splits each projection's sum across ranks and adds the
+parts in bfloat16, so logprobs move by more than one stack's batch noise.
+Prints the figures and the noise_profiles.toml entry they make (path "tp");
+asserts nothing.
 
 usage: .venv/bin/python benchmarks/measure_tp_noise.py
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from _noise import figures, profile_entry
 from _tiny import GREEDY_16, tiny_gemma4
 
-from harness.checks.comparators import BF16_STEP
 from harness.engines.offline import OfflineEngine
 from harness.engines.parallel import placement
 from harness.workloads import lora
@@ -36,20 +36,17 @@ def main() -> None:
             engine.start()
             outs[tp] = engine.chat([with_uuids(r.conversation, f"tp{tp}-{i}") for i, r in enumerate(work.requests)],
                                    GREEDY_16, adapters=work.adapters)
-    deltas, steps, equal = [], [], 0
     for label, a, b in zip(work.labels, outs[1], outs[2]):
-        equal += a.token_ids == b.token_ids
-        for pos, (ta, tb) in enumerate(zip(a.token_ids, b.token_ids)):
-            if ta != tb:
-                print(f"  {label}: split at position {pos}: TP1 {ta} ({a.logprobs[pos][ta]:.3f}), "
-                      f"TP2 {tb} ({b.logprobs[pos][tb]:.3f})")
-                break
-            d = abs(a.logprobs[pos][ta] - b.logprobs[pos][tb])
-            deltas.append(d)
-            steps.append(d / (BF16_STEP * max(1.0, abs(a.logprobs[pos][ta]))))
-    print(f"TP 1 vs TP 2: {equal}/{len(work.labels)} token-equal; same-token positions {len(deltas)}: "
-          f"max |Δlogprob| {max(deltas):.4f} nats, mean {sum(deltas) / len(deltas):.4f}; "
-          f"max {max(steps):.1f} bf16 steps of the logprob's size")
+        split = next((p for p, (x, y) in enumerate(zip(a.token_ids, b.token_ids)) if x != y), None)
+        if split is not None:
+            print(f"  {label}: split at position {split}: TP1 {a.token_ids[split]}, TP2 {b.token_ids[split]}")
+    figs = figures(list(zip(outs[2], outs[1])))
+    print(f"TP 2 vs TP 1: {figs['pairs'] - figs['splits']}/{figs['pairs']} token-equal; {figs['positions']} "
+          f"same-token positions before any split: max {figs['max_steps']} bf16 steps of the logprob's size; "
+          f"widest margin at a split {figs['max_split_margin']} nats ({figs['splits_outside_top_k']} outside top-5)")
+    print("\nnoise_profiles.toml:\n" + profile_entry(
+        "tp", figs, f"benchmarks/measure_tp_noise.py: tiny Gemma4 with LoRA, {figs['pairs']} image and text "
+        f"prompts x {GREEDY_16.max_tokens} tokens, TP 2 against TP 1"))
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checks.budget_probe import check_encoder_chunk, load_gemma4_encoder_chunk
+from harness.checks.budget_probe import load_gemma4_encoder_chunk
 from harness.engines.base import Sampling
-from harness.memory.card import chunks
+from harness.runner import Paired
 from harness.workloads import vision
 
 pytestmark = [pytest.mark.modality("video"), pytest.mark.engine]
@@ -50,8 +50,8 @@ def on_card(runner, card, work):
     """The whole workload in one batch on the model's card, and each prompt
     alone on the reference engine."""
     args = card.engine_overrides()
-    return (runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
-            runner.each_alone(work, SAMPLING, engine_args=args))
+    return Paired(runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
+                  runner.each_alone(work, SAMPLING, engine_args=args))
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +63,14 @@ def low_free(runner, card, work):
 
 
 @pytest.fixture(scope="module", params=list(FORCED_CHUNKS))
-def forced(request, runner, card, work):
+def chunk_size(request) -> int:
+    return FORCED_CHUNKS[request.param]
+
+
+@pytest.fixture(scope="module")
+def forced(runner, card, work, chunk_size):
     """The same batch with the encoder's chunk size forced."""
-    size = FORCED_CHUNKS[request.param]
-    return size, runner.batch(work, SAMPLING, engine_args=card.engine_overrides(), steer={"chunk": size})
+    return runner.batch(work, SAMPLING, engine_args=card.engine_overrides(), steer={"chunk": chunk_size})
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +79,8 @@ def ragged_video(runner, card):
     and each alone."""
     work = vision.ragged_video_workload()
     args = card.engine_overrides()
-    return (runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
-            runner.each_alone(work, SAMPLING, engine_args=args))
+    return Paired(runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
+                  runner.each_alone(work, SAMPLING, engine_args=args))
 
 
 # --- checks: on the card --------------------------------------------------------
@@ -86,9 +90,8 @@ def test_all_answered_without_oom(on_card, card, check):
     crash. The same `check.completed` as the audio batch's, which the
     raise-ragged-audio mutation fails."""
     card.require()
-    run, _ = on_card
-    check.note({**run.facts, **card.describe()})
-    check.completed(run)
+    check.note({**on_card.run.facts, **card.describe()})
+    check.completed(on_card.run)
 
 
 def test_encoder_chunked_on_card(on_card, card, check):
@@ -97,26 +100,23 @@ def test_encoder_chunked_on_card(on_card, card, check):
     and the chunks made of it are in the record. Shown to fail by a batch
     that went through in one pass (crafted events, tests/test_card_chunks.py)."""
     card.require()
-    run, _ = on_card
-    check.completed(run)
-    check.chunks(run)
-    chunks.check_chunked(run.observed, "the batch on the card")
+    check.chunked(on_card.run, "the batch on the card")
 
 
 def test_batch_invariance_on_card(on_card, card, check):
     """Every prompt's output in the chunked batch equals its output alone on
-    the reference engine. Fails with the vision-chunk-leak mutation."""
+    the reference engine, and the comparator rejects the other prompts'
+    answers. Fails with the vision-chunk-leak mutation."""
     card.require()
-    run, alone = on_card
-    check.completed(run)
-    check.all_invariant(run, alone)
+    check.completed(on_card.run)
+    check.all_invariant(on_card.run, on_card.reference)
 
 
 def test_alive_after_encoder_batch(on_card, card, check):
     """The engine still answers afterwards (`check.alive`, failed by the
     raise-ragged-audio mutation on the audio batch)."""
     card.require()
-    check.alive(on_card[0], after="the encoder batch")
+    check.alive(on_card.run, after="the encoder batch")
 
 
 def test_peak_within_emulated_card(on_card, card, check):
@@ -124,7 +124,7 @@ def test_peak_within_emulated_card(on_card, card, check):
     do not match) stays within the budget it was given on the card (not the
     card's capacity, which the ballast makes impossible to exceed). Needs
     the ballast: skipped where the card lives in the memory query only."""
-    check.note(card.check_peak(on_card[0].memory()))
+    check.peak_within_card(on_card.run, card)
 
 
 def test_encoder_transient_within_stated_budget(on_card, card, check):
@@ -138,11 +138,7 @@ def test_encoder_transient_within_stated_budget(on_card, card, check):
     one pass against a small free figure); fails here if nothing was
     measured."""
     card.require()
-    run, _ = on_card
-    check.completed(run)
-    rows = chunks.transients(run.observed or [])
-    check.note({"transients": rows})
-    chunks.check_transient_within_budget(rows, "the batch on the card")
+    check.transients_within_budget(on_card.run, "the batch on the card")
 
 
 # --- checks: the call site ------------------------------------------------------
@@ -154,32 +150,25 @@ def test_chunk_from_free_memory(on_card, low_free, card, check):
     passes the total as free): cause "over-budget: chunk sized from total
     memory, not free"."""
     card.require()
-    check.completed(low_free)
-    check.chunks(low_free)
-    for run, what in ((on_card[0], "the batch on the card"), (low_free, "the low-free batch")):
-        chunks.check_chunk_from_free(run.observed or [], what)
-    check.note({"chunks": chunks.check_shrinks(on_card[0].observed, low_free.observed,
-                                                "the low-free batch")})
+    check.chunk_from_free(on_card.run, low_free)
 
 
 # --- checks: chunk boundaries ---------------------------------------------------
 
-def test_chunk_boundary_invariance(forced, on_card, card, check):
+def test_chunk_boundary_invariance(forced, chunk_size, on_card, card, check):
     """With the chunk size forced to 1, 2, 3, 5 or everything at once, the
     encoder really made passes of that size (observed), and every prompt's
-    output equals its output alone on the reference engine. Fails with the
-    vision-chunk-leak mutation (items behind another in a pass perturbed)."""
+    output equals its output alone on the reference engine. The comparator
+    rejects the other prompts' answers and, where it differs from the
+    reference, the unforced batch's answer (another chunk setting's). Fails
+    with the vision-chunk-leak mutation (items behind another in a pass
+    perturbed)."""
     card.require()
-    size, run = forced
-    check.completed(run)
-    check.chunks(run)
-    chunks.check_forced_chunk(run.observed or [], size, f"the batch forced to chunks of {size}")
-    unforced, alone = on_card
-    # Power besides the other prompts' answers: the unforced batch's answer,
-    # wherever it differs from the reference's (another chunk setting's).
-    wrong = {label: {"the unforced batch's answer": unforced[label]} for label in run.labels
+    check.forced_chunk(forced, chunk_size)
+    unforced, alone = on_card.run, on_card.reference
+    wrong = {label: {"the unforced batch's answer": unforced[label]} for label in forced.labels
              if getattr(unforced[label], "token_ids", None) not in (None, alone[label].token_ids)}
-    check.all_invariant(run, alone, wrong=wrong)
+    check.all_invariant(forced, alone, wrong=wrong)
 
 
 # --- checks: ragged video -------------------------------------------------------
@@ -190,9 +179,8 @@ def test_ragged_video_one_pass(ragged_video, card, check):
     check is the ragged audio's, which the single-request-steps mutation
     fails."""
     card.require()
-    run, _ = ragged_video
-    check.note(run.facts)
-    check.one_pass(run, modality="video", ragged=True)
+    check.note(ragged_video.run.facts)
+    check.one_pass(ragged_video.run, modality="video", ragged=True)
 
 
 def test_ragged_video_invariance(ragged_video, card, check):
@@ -200,7 +188,7 @@ def test_ragged_video_invariance(ragged_video, card, check):
     the reference engine (the vision-chunk-leak mutation fails it: the
     second video's frames share the first's pass)."""
     card.require()
-    check.all_invariant(*ragged_video)
+    check.all_invariant(ragged_video.run, ragged_video.reference)
 
 
 # --- unit-level: the chunk function's own promise -------------------------------
@@ -218,5 +206,4 @@ def test_encoder_chunk_budget_contract(engine_interpreter, check):
     fn, source = load_gemma4_encoder_chunk(engine_interpreter.python)
     if fn is None:
         pytest.skip(source)
-    check.note({"source": source})
-    check_encoder_chunk(fn, source=source)
+    check.chunk_contract(fn, source)

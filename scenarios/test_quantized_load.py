@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines.base import Sampling
+from harness.runner import Paired
 from harness.workloads.text import text_workload
 
 pytestmark = [pytest.mark.quantized, pytest.mark.engine]
@@ -25,7 +26,7 @@ SAMPLING = Sampling(max_tokens=32, ignore_eos=True, logprobs=5)
 def answers(runner):
     """Text prompts on the engine, and on HF transformers with the model dequantized."""
     work = text_workload()
-    return runner.batch(work, SAMPLING), runner.dequantized_reference(work, SAMPLING)
+    return Paired(runner.batch(work, SAMPLING), runner.dequantized_reference(work, SAMPLING))
 
 
 def test_engine_agrees_with_the_dequantized_model(answers, check):
@@ -36,4 +37,4 @@ def test_engine_agrees_with_the_dequantized_model(answers, check):
     dequantized model past it, so all 32 tokens are held. The comparator
     rejects the other prompts' reference answers. A reference that drops
     the zero points does not agree (tests/test_tiny_models_awq.py)."""
-    check.agrees(*answers, path="w4a16")
+    check.agrees(answers.run, answers.reference, path="w4a16")

@@ -334,8 +334,7 @@ def runner_on_stub():
 
     entry = ModelEntry("gpu", "m", "org/m", frozenset({"text"}), {})
     pool = StubPool()
-    return Runner(entry, "org/m", "family", pool, remote=False, on_engine=lambda e: None,
-                  on_run=lambda r: None), pool
+    return Runner(entry, "org/m", "family", pool, remote=False, on_engine=lambda e: None), pool
 
 
 def _batch(runner, **kw):

@@ -119,7 +119,7 @@ def test_a_check_on_an_engine_that_never_started_shows_its_attempts(failing_pool
     env = {"MMHARNESS_STUB_COUNT": str(tmp_path / "starts"), "MMHARNESS_STUB_FAILURES": "5",
            "MMHARNESS_STUB_FAILURE": PORT_RACE}
     runner = Runner(models_for("cpu")[0], "no-model", "family", pool, remote=False, env=env,
-                    on_engine=lambda engine: None, on_run=lambda run: None)
+                    on_engine=lambda engine: None)
     run = runner.batch(text_workload(), Sampling())
     with pytest.raises(CheckFailure) as failed:
         run.outcomes

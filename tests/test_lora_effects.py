@@ -149,7 +149,8 @@ def test_a_base_row_that_ran_under_an_adapter_is_named():
     with pytest.raises(CheckFailure) as e:
         _check().rows_as_solo(batch, solo, crossed)
     assert e.value.cause == Cause.MISMATCH
-    assert "input 0-image@base" in e.value.message and "equals the solo output under tower" in e.value.message
+    assert "input 0-image@base" in e.value.message and "it equals its input under tower" in e.value.message
+    assert e.value.evidence["equals"] == "its input under tower"
     check = _check()
     check.rows_as_solo(solo, solo, crossed)
     rejected = check.record.evidence["comparisons"]["0-image@base"]["rejected"]

@@ -197,6 +197,7 @@ reason = "the vision encoder's workspace is not counted in the budget"
 check = "test_suite.py::test_sizes[*]"
 engine_versions = ">=0.9,<0.10"
 cause = "mismatch"
+message = "input 2: *"
 link = "https://example.invalid/vllm/issues/8"
 reason = "size 2 batches drift"
 '''

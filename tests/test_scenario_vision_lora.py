@@ -68,7 +68,7 @@ def test_engine_findings_are_reported_with_their_verdict_and_cause(family):
         "test_switch_and_reload": ("mismatch", "008"),
     }, causes
     slots = known[f"test_base_untouched_with_every_slot_full[tp1-{MODEL}]"]
-    assert "input 0-image@base" in slots.message and "equals the solo output under probe-" in slots.message
+    assert "input 0-image@base" in slots.message and "it equals its input under probe-" in slots.message
     chunking = known[f"test_chunking_under_lora[tp1-{MODEL}]"]
     assert "held 24 items" in chunking.message and "0 memory queries asked" in chunking.message
     assert [r for k, r in records.items() if k.startswith("engine_teardown")

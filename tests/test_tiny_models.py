@@ -24,12 +24,17 @@ from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model, ful
 from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile
+from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import Completion
 from harness.models import models_for
 from harness.references.hf import HfReference
-from harness.workloads.chat import audio_part, image_part, user, video_part
+from harness.results.record import CheckRecord
+from harness.runner.check import Check
+from harness.runner.run import EngineUse, Run
+from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids
+from harness.workloads.request import Request, Workload
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -354,10 +359,14 @@ def engine_run(request, model_dirs, interpreter, tmp_path_factory) -> SimpleName
             offset = engine.observations.mark()
             [answers[name]] = engine.chat([chat], SAMPLING)
             encoded[name] = {e["modality"] for e in engine.observations.since(offset) if e["event"] == "encoder"}
+        # One clip twice in one workload: batched, and each alone (fresh media names).
+        twin = conversations(entry.modalities)["audio-a"]
+        twins = (engine.chat([with_uuids(twin, "twin-batch-0"), with_uuids(twin, "twin-batch-1")], SAMPLING),
+                 [engine.chat([with_uuids(twin, f"twin-alone-{i}")], SAMPLING)[0] for i in range(2)])
     finally:
         assert engine.close() == []
     return SimpleNamespace(model_dir=model_dirs[arch], chats=conversations(entry.modalities),
-                           answers=answers, encoded=encoded)
+                           answers=answers, encoded=encoded, twins=twins, entry=entry, identity=engine.identity)
 
 
 @pytest.fixture(scope="module")
@@ -418,3 +427,24 @@ def test_engine_matches_hf_transformers_on_a_text_prompt(engine_run, hf):
         assert len(common) >= top_k - 2, f"position {position}: top-{top_k} sets differ: {ours} vs {theirs}"
         worst = max(abs(ours[t] - theirs[t]) for t in common)
         assert worst <= LOGPROB_TOLERANCE_NATS, f"position {position}: logprobs differ by {worst:.3f} nats"
+
+
+@pytest.mark.engine
+def test_two_identical_clips_in_one_workload_fail_the_power_premise(engine_run):
+    """The comparator cannot tell one clip's reference from the other's, so
+    an invariance check over them could pass on a swapped answer: it fails
+    its premise, naming the two, and does not pass."""
+    twin = engine_run.chats["audio-a"]
+    work = Workload("twins", (Request("clip0", twin, {}), Request("clip1", twin, {})))
+    engine = SimpleNamespace(kind="offline", identity=engine_run.identity)
+    runs = []
+    for how, outcomes in zip(("batch", "each_alone"), engine_run.twins):
+        run = Run(how, work)
+        run._use = EngineUse("offline", "twins", engine_run.entry, engine=engine, args=engine_run.entry.engine_args)
+        run._outcomes = outcomes
+        runs.append(run)
+    check = Check(CheckRecord(id="twins", family="test_ragged_audio", model=engine_run.entry.name))
+    with pytest.raises(CheckFailure) as failure:
+        check.all_invariant(*runs)
+    assert failure.value.cause == Cause.PREMISE, failure.value
+    assert "cannot tell its solo answer from clip1's solo answer" in failure.value.message

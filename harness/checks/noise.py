@@ -13,7 +13,7 @@ A numeric path is what differs between the two sides being compared:
 
 The profiles live in noise_profiles.toml at the repo root. The benchmarks
 that measure them (benchmarks/measure_logprob_noise.py, measure_tp_noise.py,
-lora_hf_agreement.py) print the lines to put there. A profile without a
+measure_cross_stack_noise.py) print the lines to put there. A profile without a
 `measured` line is unmeasured: it holds bounds assumed from elsewhere, and
 every record that used it says so.
 """

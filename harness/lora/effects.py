@@ -120,15 +120,6 @@ def untouched(with_adapter: Result, base: Result, profile: NoiseProfile, *, adap
     return evidence
 
 
-def shows_adapter(result: Completion, solo_by_adapter: dict[str, Completion], profile: NoiseProfile) -> str | None:
-    """The adapter whose solo output a (wrong) result equals, if any: says
-    which adapter a base request, or another adapter's, really ran under."""
-    for name, solo in solo_by_adapter.items():
-        if isinstance(solo, Completion) and compare_greedy(result, solo, profile).ok:
-            return name
-    return None
-
-
 def reload_adapter(engine, adapter) -> dict:
     """Unload the adapter's name on a server and load this draw under it; a
     refusal fails with the server's status and message, not as a harness error."""

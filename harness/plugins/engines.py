@@ -6,9 +6,9 @@
   `@pytest.mark.modality("audio")`), module scope so a family shares engines.
 - `runner`: a scenario family's Runner for one model (harness.runner).
 - `check`: a check's hand on its own record (harness.runner.check).
-- A check's record gets the engine facts of every run the check read (its
-  fixture arguments, and runs made while it ran): identity, log slice,
-  memory, crash; through the `pytest_mmharness_record` hook.
+- A check's record gets the engine facts of every run the check read (the
+  runs it handed to `check`'s methods): identity, log slice, memory, crash;
+  through the `pytest_mmharness_record` hook.
 - Every engine's teardown is a check of its own, sent through
   `pytest_mmharness_add_record`.
 """
@@ -32,16 +32,15 @@ from harness.memory.samplers import Sampler
 from harness.models import ModelEntry, ModelMatrixError, models_for
 from harness.plugins import retirement
 from harness.results.record import CheckRecord
-from harness.runner import Run, Runner
+from harness.runner import Runner
 from harness.runner.check import Check
 from harness.runner.run import EngineUse
 from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 
 INTERPRETER = pytest.StashKey[EngineInterpreter]()
 MODELS = pytest.StashKey[list[ModelEntry]]()
-# The check running now, and the runs it has read.
-CURRENT = pytest.StashKey[pytest.Item | None]()
-RUNS = pytest.StashKey[list[Run]]()
+# A check's hand on its record, which knows the runs the check read.
+CHECK = pytest.StashKey[Check]()
 # The check's call phase on the samplers' clock (Sampler.now), so the
 # report can mark it on the memory timeline.
 CALL_SPAN = pytest.StashKey[tuple[float, float]]()
@@ -96,7 +95,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[FAULT_ENV] = fault_env(*faults, scale=config.getoption("fault_scale")) if faults else {}
     except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
-    config.stash[CURRENT] = None
 
 
 def kernel_metadata(identity: dict) -> dict:
@@ -213,20 +211,16 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
             "engine_python": ident.get("python")} | kernel_metadata(ident))
         require_predicted_kernels(engine)
 
-    def on_run(run: Run) -> None:
-        item = pytestconfig.stash[CURRENT]
-        if item is not None:  # made while a check runs: it belongs to that check
-            item.stash.setdefault(RUNS, []).append(run)
-
     return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
                   engine_pool, remote=bool(pytestconfig.getoption("engine_url")),
-                  env=pytestconfig.stash[FAULT_ENV], on_engine=on_engine, on_run=on_run)
+                  env=pytestconfig.stash[FAULT_ENV], on_engine=on_engine)
 
 
 @pytest.fixture
-def check(check_record) -> Check:
+def check(request, check_record) -> Check:
     """This check's hand on its own record."""
-    return Check(check_record)
+    made = request.node.stash[CHECK] = Check(check_record)
+    return made
 
 
 # --- retiring engines no later check needs ----------------------------------
@@ -267,28 +261,20 @@ def _retire_after(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    runs = item.stash.setdefault(RUNS, [])
-    runs += [r for value in getattr(item, "funcargs", {}).values() for r in _runs_in(value)]
-    item.config.stash[CURRENT] = item
     started = Sampler.now()
     try:
         return (yield)
     finally:
         item.stash[CALL_SPAN] = (started, Sampler.now())
-        item.config.stash[CURRENT] = None
-
-
-def _runs_in(value) -> list[Run]:
-    if isinstance(value, Run):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, Run)]
-    return []
 
 
 def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> None:
+    entry = model_entry_of(item) if item is not None else None
+    if entry is not None:
+        record.model = entry.name
     # A lazy run no check read was never sent: nothing of it to attach.
-    runs = [r for r in item.stash.get(RUNS, []) if r.done] if item is not None else []
+    check = item.stash.get(CHECK, None) if item is not None else None
+    runs = [r for r in check.runs if r.done] if check is not None else []
     uses = list({id(r.use): r.use for r in runs}.values())
     if not uses:
         return

@@ -1,18 +1,23 @@
-"""A check's hand on its own record: each method holds the run to one
-property, raises CheckFailure when it does not hold, and writes what it
-compared into the record, so a scenario never touches the record itself."""
+"""A check's hand on its own record: the one vocabulary of checks a
+scenario calls. Each method takes runs, holds them to one property, raises
+CheckFailure when it does not hold, and writes what it compared (and the
+wrong answers its comparison rejected) into the record, so a scenario never
+touches the record itself. The runs a check reads are kept (`runs`): their
+engines' facts go into the record."""
 from __future__ import annotations
 
 import contextlib
 
 import pytest
 
+from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
 from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion
 from harness.lora import effects
-from harness.memory.card.chunks import summary as chunk_summary
+from harness.checks.budget_probe import check_encoder_chunk
+from harness.memory.card import chunks
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
 from harness.workloads.chat import media_items
@@ -21,12 +26,18 @@ from harness.workloads.chat import media_items
 class Check:
     def __init__(self, record: CheckRecord):
         self.record = record
+        self.runs: list[Run] = []  # every run this check read, in order
+
+    def read(self, *runs: Run) -> None:
+        """Note runs as read by this check: their engines go in the record."""
+        self.runs += [r for r in runs if not any(r is seen for seen in self.runs)]
 
     def note(self, evidence: dict) -> None:
         self.record.evidence.update(json_safe(evidence))
 
     def completed(self, run: Run) -> list[Completion]:
         """Every request of the run got an answer."""
+        self.read(run)
         return check_completed(run.outcomes, run.labels)
 
     def one_pass(self, run: Run, *, modality: str, ragged: bool) -> None:
@@ -95,13 +106,69 @@ class Check:
             raise CheckFailure(Cause.PREMISE, f"TP {tp}: the steps were seen in {len(pids)} worker "
                                f"process(es) {pids}, not {tp}")
 
+    # --- the encoder's memory: harness/memory/card/chunks.py over what the engine observed ---
+
     def chunks(self, run: Run) -> None:
         """Write what the encoder made of its memory into the record: one
         line per chunk decision, "free X, total Y -> chunks of k for n items"."""
-        self.record.evidence.setdefault("encoder_chunks", []).extend(chunk_summary(self._observed(run)))
+        self.record.evidence.setdefault("encoder_chunks", []).extend(chunks.summary(self._observed(run)))
 
-    @staticmethod
-    def _observed(run: Run) -> list[dict]:
+    def chunked(self, run: Run, what: str) -> None:
+        """The premise of the low-memory runs: every request answered, and
+        the encoder went through some batch of items in more than one pass."""
+        self.completed(run)
+        self.chunks(run)
+        chunks.check_chunked(self._observed(run), what)
+
+    def forced_chunk(self, run: Run, size: int) -> None:
+        """The forced chunk size reached the encoder: every pass held `size`
+        items, but a batch's last, which holds the rest."""
+        self.completed(run)
+        self.chunks(run)
+        chunks.check_forced_chunk(self._observed(run), size, f"the batch forced to chunks of {size}")
+
+    def chunk_from_free(self, usual: Run, low_free: Run) -> None:
+        """The encoder hands its chunk function the free memory its query
+        answered, not the total, in both runs; and with free memory far
+        below the total (`low_free`) its chunks are smaller than `usual`'s."""
+        self.completed(low_free)
+        self.chunks(low_free)
+        for run, what in ((usual, "the batch on the card"), (low_free, "the low-free batch")):
+            chunks.check_chunk_from_free(self._observed(run), what)
+        self.note({"chunks": chunks.check_shrinks(self._observed(usual), self._observed(low_free),
+                                                  "the low-free batch")})
+
+    def transients_within_budget(self, run: Run, what: str) -> None:
+        """Each vision-tower pass's transient, measured in the engine, stays
+        within the budget the engine stated for its chunk (where the device
+        allocator measured it)."""
+        self.completed(run)
+        rows = chunks.transients(self._observed(run))
+        self.note({"transients": rows})
+        chunks.check_transient_within_budget(rows, what)
+
+    def passes_within_stated_chunk(self, run: Run, *, free: int, total: int, stated, what: str) -> None:
+        """Every vision pass holds no more items than the engine's own chunk
+        function (`stated`) allows for this free memory."""
+        self.completed(run)
+        self.chunks(run)
+        self.note(chunks.check_passes_within_stated_chunk(self._observed(run), free, total, stated, what))
+
+    def peak_within_card(self, run: Run, card) -> None:
+        """The engine's peak memory in the run's scenario stays within the
+        budget it was given on the emulated card (skipped where the card
+        lives in the memory query only)."""
+        self.read(run)
+        self.note(card.check_peak(run.memory()))
+
+    def chunk_contract(self, fn, source: str) -> None:
+        """The engine's own chunk-size function keeps its stated promise
+        over every card profile and a grid of free memory."""
+        self.note({"source": source})
+        check_encoder_chunk(fn, source=source)
+
+    def _observed(self, run: Run) -> list[dict]:
+        self.read(run)
         run.engine  # a run whose engine never started fails with its cause first
         if run.observed is None:
             pytest.skip(f"{run.use.kind} engine: its steps and encoder calls cannot be observed "
@@ -114,6 +181,7 @@ class Check:
         was sent (an encoder cache serves a repeat without one). A reference
         that went unanswered fails with its own cause first: a dead
         reference engine encodes nothing more, and that is not a cache."""
+        self.read(reference)
         check_completed([reference[label]], [f"{label} (solo)"])
         if reference.engine.kind == "remote":
             self.note({"isolation": "not observed: the reference ran on the remote server itself (media "
@@ -190,14 +258,22 @@ class Check:
               context: str | None = None, reference_name: str = "solo", wrong: dict | None = None) -> None:
         """One request's comparison, then its power: the same comparator
         rejects each other request's reference in `reference` and each of
-        `wrong` in place of this request's. Both go in the record."""
+        `wrong` in place of this request's. Both go in the record; an answer
+        that fails is told with the wrong answer it equals, where it equals
+        one (another request's, its input under another adapter)."""
+        self.read(run, reference)
         profile = self.profile(run, path)
         follow = reference.follower(label)
-        evidence = check_invariant(run[label], reference[label], label, profile, context=context or run.how,
-                                   reference=reference_name, follow=follow)
-        alternatives = {f"{other}'s {reference_name} answer": reference[other]
-                        for other in reference.labels if other != label}
-        alternatives |= wrong or {}
+        # The wrong answers given first: a failing answer is named after them first.
+        alternatives = dict(wrong or {}) | {f"{other}'s {reference_name} answer": reference[other]
+                                            for other in reference.labels if other != label}
+        try:
+            evidence = check_invariant(run[label], reference[label], label, profile, context=context or run.how,
+                                       reference=reference_name, follow=follow)
+        except CheckFailure as failure:
+            if failure.cause == Cause.MISMATCH:
+                _name_what_it_equals(failure, run[label], alternatives, profile)
+            raise
         evidence["rejected"] = check_power(reference[label], label, alternatives, profile,
                                            reference=reference_name, follow=follow)
         self.record.evidence.setdefault("comparisons", {})[label] = evidence
@@ -237,17 +313,8 @@ class Check:
             self.isolated(reference, label)
             own = request.adapter.name if request.adapter else "base"
             solos = {c.split("~", 1)[1]: crossed[c] for c in crossed.labels if c.startswith(f"{label}~")}
-            try:
-                self._held(run, reference, label, wrong={f"its input under {name}": answer
-                                                         for name, answer in solos.items() if name != own})
-            except CheckFailure as failure:
-                wearing = effects.shows_adapter(run[label], {n: a for n, a in solos.items() if n != own},
-                                                self.profile(run))
-                if wearing and failure.cause == Cause.MISMATCH:
-                    failure.message += f"; it equals the solo output under {wearing}"
-                    failure.evidence["ran_as"] = wearing
-                    failure.args = (f"[{failure.cause.value}] {failure.message}",)
-                raise
+            self._held(run, reference, label, wrong={f"its input under {name}": answer
+                                                     for name, answer in solos.items() if name != own})
 
     @contextlib.contextmanager
     def _lora_expected(self, run: Run):
@@ -266,6 +333,7 @@ class Check:
         """The engine started with LoRA on and answered; an engine that says
         it serves no LoRA for the model is `unsupported`, with its words (a
         regression where the matrix says it does)."""
+        self.read(served)
         with self._lora_expected(served):
             effects.raise_if_refused(served.use.failure)
         self.completed(served)
@@ -275,6 +343,7 @@ class Check:
         adapter, each alone): the adapter's answer is not the base answer,
         beyond the engine's noise. `hf`: the same on HF + peft, which must
         show the change itself (the premise), where it runs."""
+        self.read(alone, *([hf] if hf is not None else []))
         base, adapted = alone.labels
         modality = alone.workload.requests[1].facts.get("modality", adapted)
         profile = self.profile(alone)
@@ -287,6 +356,7 @@ class Check:
     def untouched(self, alone: Run, *, adapter: str) -> None:
         """An effect workload whose input the adapter cannot reach: its answer
         under the adapter is the base answer, within the engine's noise."""
+        self.read(alone)
         base, adapted = alone.labels
         modality = alone.workload.requests[1].facts.get("modality", adapted)
         self.note(effects.untouched(alone[adapted], alone[base], self.profile(alone), adapter=adapter,
@@ -296,9 +366,31 @@ class Check:
         """The single input of `run` got the outcome it must get (see
         harness.checks.check_edge_outcome); `reference` gives the prompt
         tokens it is held to."""
+        self.read(run, *([reference] if reference is not None else []))
         label = run.labels[0]
         self.record.params.setdefault("input", label)
         self.note(check_edge_outcome(run[0], label, expect, reference[0] if reference else None))
 
     def alive(self, run: Run, *, after: str) -> None:
+        """The run's engine still answers a trivial request."""
+        self.read(run)
         check_alive(run.engine, after=after)
+
+    def reloaded(self, run: Run, adapter) -> None:
+        """The server that served `run` unloads the adapter's name and loads
+        this draw under it; a refusal fails with the server's status and
+        message."""
+        self.read(run)
+        self.note(effects.reload_adapter(run.engine, adapter))
+
+
+def _name_what_it_equals(failure: CheckFailure, answer, alternatives: dict, profile: NoiseProfile) -> None:
+    """Say which wrong answer a failing answer is, where it is one."""
+    if not isinstance(answer, Completion):
+        return
+    same = next((name for name, alt in alternatives.items()
+                 if isinstance(alt, Completion) and compare_greedy(answer, alt, profile).ok), None)
+    if same:
+        failure.message += f"; it equals {same}"
+        failure.evidence["equals"] = same
+        failure.args = (f"[{failure.cause.value}] {failure.message}",)

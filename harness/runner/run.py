@@ -122,3 +122,11 @@ class Run:
     def __getitem__(self, key: int | str) -> Result:
         index = self.labels.index(key) if isinstance(key, str) else key
         return self.outcomes[index]
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A run and the reference it is judged against (each request alone,
+    another stack's answers): what a scenario's pair fixture gives."""
+    run: Run
+    reference: Run

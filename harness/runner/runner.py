@@ -41,8 +41,7 @@ REFERENCE_ARGS = {"enable_prefix_caching": False, "mm_processor_cache_gb": 0}
 
 class Runner:
     def __init__(self, entry: ModelEntry, model: str, family: str, pool: EnginePool, *,
-                 remote: bool, env: dict | None = None, on_engine: Callable,
-                 on_run: Callable[[Run], None]):
+                 remote: bool, env: dict | None = None, on_engine: Callable):
         self.entry, self.model, self.family, self.pool = entry, model, family, pool
         # The family's settings from the matrix: the entry's engine args, the
         # family's (models.toml [families.<family>]) over them.
@@ -50,7 +49,7 @@ class Runner:
         self.engine_args = entry.engine_args_for(family)
         self.remote = remote
         self.env = {**entry.env, **(env or {})}
-        self._on_engine, self._on_run = on_engine, on_run
+        self._on_engine = on_engine
         self._uses: dict[str, EngineUse] = {}
         # (the card's engine arguments, its GPU): engines opened with them run there.
         self._card: tuple[dict, Lease] | None = None
@@ -107,7 +106,6 @@ class Runner:
                     for i, q in enumerate(workload.requests)]
         run = Run("each_alone", workload)
         run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"), alone, sampling)
-        self._on_run(run)
         return run
 
     def dequantized_reference(self, workload: Workload, sampling: Sampling) -> Run:
@@ -128,7 +126,6 @@ class Runner:
             r._follow = _follower(workload, sampling, lambda q, conv, s, f: use.engine.chat([conv], s, [f])[0])
 
         run._go = go
-        self._on_run(run)
         return run
 
     def hf_reference(self, workload: Workload, sampling: Sampling) -> Run:
@@ -144,7 +141,7 @@ class Runner:
             use = EngineUse("hf-transformers", self.scenario(workload, "hf-peft"), self.entry)
             outcomes, models = {}, {}
             # bfloat16, the engines' dtype: 11 of 14 answers token-equal with
-            # vLLM against 3 of 14 in float32 (benchmarks/lora_hf_agreement.py).
+            # vLLM against 3 of 14 in float32 (measured 2026-11-29 at output_norm_gain 16).
             for adapter in dict.fromkeys(q.adapter for q in workload.requests):
                 use.engine = models[adapter] = HfReference(self.model, dtype="bfloat16",
                                                            adapter=adapter.path if adapter else None)
@@ -155,7 +152,6 @@ class Runner:
             r._follow = _follower(workload, sampling, lambda q, conv, s, f: models[q.adapter].chat([conv], s, [f])[0])
 
         run._go = go
-        self._on_run(run)
         return run
 
     def concurrent(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
@@ -228,7 +224,6 @@ class Runner:
     def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable, sampling: Sampling) -> Run:
         run = Run(how, workload)
         self._send(run, use, send, sampling)
-        self._on_run(run)
         return run
 
     @staticmethod
