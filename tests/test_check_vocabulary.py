@@ -1,0 +1,84 @@
+"""The check vocabulary's premises and record keeping on crafted runs: each
+premise fails on the fault it is for, and a check keeps the runs it read."""
+import pytest
+
+from harness.checks.verdicts import Cause, CheckFailure
+from harness.engines.outcomes import Completion
+from harness.report.page_data import caveat
+from harness.results.record import CheckRecord
+from harness.workloads.chat import image_part, user
+from tests.crafted_runs import check, crafted_run
+
+
+def out(*tokens, cached=0):
+    return Completion(text="", token_ids=list(tokens), logprobs=[{t: -0.1} for t in tokens],
+                      finish_reason="length", cached_tokens=cached)
+
+
+ROWS = [("clip0", None), ("clip1", None)]
+
+
+def step(*prefill_tokens):
+    return {"event": "step", "tokens": {f"r{i}": n for i, n in enumerate(prefill_tokens)}}
+
+
+def encoder(items, modality="audio"):
+    return {"event": "encoder", "modality": modality, "items": items, "shapes": [[9]] * items}
+
+
+def test_served_together_needs_two_prompts_in_one_step_and_two_clips_in_one_call():
+    check().served_together(crafted_run(ROWS, [out(1), out(2)], [step(40, 60), encoder(2)]), modality="audio")
+    for observed in ([step(40), step(60), encoder(2)], [step(40, 60), encoder(1), encoder(1)]):
+        with pytest.raises(CheckFailure) as e:
+            check().served_together(crafted_run(ROWS, [out(1), out(2)], observed), modality="audio")
+        assert e.value.cause == Cause.PREMISE and "not served together" in e.value.message
+
+
+def test_served_together_against_a_server_it_cannot_observe_says_so():
+    c = check()
+    c.served_together(crafted_run(ROWS, [out(1), out(2)], None), modality="audio")
+    assert c.record.evidence["served_together"].startswith("not observed")
+
+
+def test_a_cache_check_needs_a_hit_for_every_media_item():
+    img = user(image_part(b"\x89PNG..."), "Describe.")
+    hits = [{"event": "mm_cache", "hash": "a", "hit": True}, {"event": "mm_cache", "hash": "b", "hit": True}]
+    run = crafted_run(ROWS, [out(1), out(2)], hits, conversations=[img, img])
+    c = check()
+    c.served_from_cache(run)
+    assert c.record.evidence["mm_cache"] == {"lookups": 2, "hits": 2, "media_items": 2}
+    missed = crafted_run(ROWS, [out(1), out(2)], hits[:1] + [{**hits[1], "hit": False}], conversations=[img, img])
+    with pytest.raises(CheckFailure) as e:
+        check().served_from_cache(missed)
+    assert e.value.cause == Cause.PREMISE and "served 1 of the run's 2 media items" in e.value.message
+
+
+def test_a_reference_on_a_remote_server_passes_without_observed_isolation():
+    run = crafted_run(ROWS, [out(1), out(2)], None, how="concurrent", kind="remote")
+    alone = crafted_run(ROWS, [out(1), out(2)], None, how="each_alone", kind="remote")
+    c = check()
+    c.all_invariant(run, alone)
+    assert c.record.evidence["isolation"].startswith("not observed")
+    c.record.verdict = "pass"
+    assert caveat(c.record) == "(without observed isolation)"
+    assert caveat(CheckRecord(id="y", verdict="pass")) is None
+
+
+def test_a_reference_with_cached_tokens_is_not_isolated():
+    run = crafted_run(ROWS, [out(1), out(2)], None)
+    alone = crafted_run(ROWS, [out(1, cached=16), out(2)], None, how="each_alone")
+    with pytest.raises(CheckFailure) as e:
+        check().all_invariant(run, alone)
+    assert e.value.cause == Cause.PREMISE and "took 16 of its prompt tokens from a cache" in e.value.message
+
+
+def test_a_check_keeps_the_runs_it_read_once_each():
+    run = crafted_run(ROWS, [out(1), out(2)], [step(40, 60), encoder(2)])
+    alone = crafted_run(ROWS, [out(1), out(2)], None, how="each_alone")
+    c = check()
+    c.completed(run)
+    c.all_invariant(run, alone)
+    assert c.runs == [run, alone]
+    comparison = c.record.evidence["comparisons"]["clip0"]
+    assert comparison["batch"] == comparison["solo"] == [1]
+    assert list(comparison["rejected"]) == ["clip1's solo answer"]
