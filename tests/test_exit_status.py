@@ -48,6 +48,32 @@ def test_each_outcome_has_its_status(results, pytest_status, expected):
     assert run_status(results, pytest_status) == expected
 
 
+def test_unsupported_is_a_finding_only_where_the_check_passed_last_time():
+    went = CheckRecord(id="e", verdict="unsupported", cause="not-supported: X does not support LoRA yet.")
+    assert run_status(_results(PASS, went), ExitStatus.OK) == ExitStatus.OK
+    assert run_status(_results(PASS, went), ExitStatus.OK, passed_before={"a"}) == ExitStatus.OK
+    assert run_status(_results(PASS, went), ExitStatus.OK, passed_before={"e"}) == ExitStatus.FINDINGS
+
+
+def test_a_run_says_which_check_went_unsupported_after_passing(pytester, monkeypatch):
+    """End to end: two runs through the plugins sharing a history; the check
+    passes, then the engine refuses it: status 1, and the line names it."""
+    pytester.makeconftest('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
+                          '"harness.plugins.report"]\n')
+    pytester.makepyfile(test_suite=(
+        "import os\nfrom harness.checks.verdicts import Unsupported\n"
+        "def test_feature(check_record):\n"
+        "    if os.environ.get('GONE'):\n        raise Unsupported('X does not support LoRA yet.')\n"))
+    history = pytester.path / "h.jsonl"
+    first = pytester.runpytest(f"--results-dir={pytester.path / 'r1'}", f"--history={history}")
+    assert first.ret == ExitStatus.OK
+    monkeypatch.setenv("GONE", "1")
+    second = pytester.runpytest(f"--results-dir={pytester.path / 'r2'}", f"--history={history}")
+    assert second.ret == ExitStatus.FINDINGS
+    second.stdout.fnmatch_lines(["*test_feature passed in the previous run and is now unsupported*",
+                                 "mmharness: exit status 1 (new engine findings)"])
+
+
 def test_the_statuses_keep_pytests_meanings():
     assert [int(ExitStatus[name]) for name in ("OK", "FINDINGS", "INTERRUPTED", "HARNESS_ERROR", "USAGE",
                                                "NOTHING_SELECTED")] == \
