@@ -62,6 +62,8 @@ def test_a_reference_on_a_remote_server_passes_without_observed_isolation():
     c.record.verdict = "pass"
     assert caveat(c.record) == "(without observed isolation)"
     assert caveat(CheckRecord(id="y", verdict="pass")) is None
+    unmeasured = {"noise_profiles": {"same-stack": {"name": "gpu/*/*/same-stack", "measured": "unmeasured"}}}
+    assert caveat(CheckRecord(id="z", verdict="pass", evidence=unmeasured)) == "(tolerance unmeasured)"
 
 
 def test_a_reference_with_cached_tokens_is_not_isolated():

@@ -53,12 +53,19 @@ def _row(record: CheckRecord, index: int, streak: Streak | None) -> dict[str, An
 
 
 def caveat(record: CheckRecord) -> str | None:
-    """What a verdict could not observe: a check that passed against a remote
+    """What a pass could not stand on: a check that passed against a remote
     server whose caches the harness cannot see passed without observed
-    isolation, and is never shown as isolated."""
-    if record.verdict == "pass" and str(record.evidence.get("isolation", "")).startswith("not observed"):
-        return "(without observed isolation)"
-    return None
+    isolation, and is never shown as isolated; one whose comparison used an
+    unmeasured noise profile (the GPU tier's, until measured) says so."""
+    if record.verdict != "pass":
+        return None
+    notes = []
+    if str(record.evidence.get("isolation", "")).startswith("not observed"):
+        notes.append("without observed isolation")
+    profiles = record.evidence.get("noise_profiles") or {}
+    if any(isinstance(p, dict) and p.get("measured") == "unmeasured" for p in profiles.values()):
+        notes.append("tolerance unmeasured")
+    return f"({'; '.join(notes)})" if notes else None
 
 
 def _plot(record: CheckRecord) -> dict[str, Any] | None:
