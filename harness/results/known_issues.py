@@ -59,7 +59,9 @@ class KnownIssue:
     engine: str | None = None  # None: whichever engine the check ran
     exception: str | None = None  # python-exception: the exception type it raises
     status: int | None = None     # http-5xx: the HTTP status
-    message: str | None = None    # pattern (* and ?) over the cause detail or message
+    # Patterns (* and ?) over the cause detail or message, one of which must
+    # match: a finding whose kernel paths word the same failure differently.
+    message: tuple[str, ...] | None = None
     kernels: tuple[str, ...] | None = None  # host: the kernel libraries it holds on
     isa: tuple[str, ...] | None = None      # host: the features it needs, all of them
 
@@ -102,14 +104,15 @@ class KnownIssue:
             if _record_status(record) != self.status:
                 return False
         if self.message is not None:
-            pattern = check_pattern(self.message, dotall=True)
-            if not any(pattern.fullmatch(text) for text in (detail, record.message or "") if text):
+            patterns = [check_pattern(m, dotall=True) for m in self.message]
+            if not any(p.fullmatch(text) for p in patterns for text in (detail, record.message or "") if text):
                 return False
         return True
 
     def summary(self) -> dict[str, str]:
-        narrowing = {k: str(v) for k in ("exception", "status", "message")
-                     if (v := getattr(self, k)) is not None}
+        narrowing = {k: str(v) for k in ("exception", "status") if (v := getattr(self, k)) is not None}
+        if self.message is not None:
+            narrowing["message"] = " | ".join(self.message)
         host = {k: list(v) for k in HOST_KEYS if (v := getattr(self, k)) is not None}
         return ({"check": self.check, "engine_versions": str(self.engine_versions),
                  "cause": self.cause, "link": self.link, "reason": self.reason} | narrowing
@@ -142,9 +145,13 @@ def _entry(path: Path, number: int, raw: dict) -> KnownIssue:
     extra = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if extra:
         raise KnownIssuesError(f"{where} has unknown keys {sorted(extra)}")
-    not_text = [key for key in raw if key not in ("status", "host") and not isinstance(raw[key], str)]
+    not_text = [key for key in raw if key not in ("status", "host", "message") and not isinstance(raw[key], str)]
     if not_text:
         raise KnownIssuesError(f"{where}: {', '.join(not_text)} must be strings")
+    messages = [raw["message"]] if isinstance(raw.get("message"), str) else raw.get("message")
+    if "message" in raw and not (isinstance(messages, list) and messages
+                                 and all(isinstance(m, str) and m for m in messages)):
+        raise KnownIssuesError(f"{where}: message must be a pattern or a list of patterns")
     if "status" in raw and not (isinstance(raw["status"], int) and 500 <= raw["status"] < 600):
         raise KnownIssuesError(f"{where}: status must be an HTTP 5xx status such as 500")
     try:
@@ -170,7 +177,8 @@ def _entry(path: Path, number: int, raw: dict) -> KnownIssue:
     return KnownIssue(check=raw["check"], engine_versions=versions, cause=raw["cause"],
                       link=raw["link"], reason=raw["reason"], engine=raw.get("engine"),
                       exception=raw.get("exception"), status=raw.get("status"),
-                      message=raw.get("message"), kernels=host.get("kernels"), isa=host.get("isa"))
+                      message=tuple(messages) if messages else None, kernels=host.get("kernels"),
+                      isa=host.get("isa"))
 
 
 def _host(where: str, raw) -> dict[str, tuple[str, ...]]:

@@ -10,13 +10,13 @@ import contextlib
 
 import pytest
 
+from harness.checks.budget_probe import check_encoder_chunk
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
 from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion
 from harness.lora import effects
-from harness.checks.budget_probe import check_encoder_chunk
 from harness.memory.card import chunks
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
@@ -108,7 +108,7 @@ class Check:
 
     # --- the encoder's memory: harness/memory/card/chunks.py over what the engine observed ---
 
-    def chunks(self, run: Run) -> None:
+    def _note_chunks(self, run: Run) -> None:
         """Write what the encoder made of its memory into the record: one
         line per chunk decision, "free X, total Y -> chunks of k for n items"."""
         self.record.evidence.setdefault("encoder_chunks", []).extend(chunks.summary(self._observed(run)))
@@ -117,14 +117,14 @@ class Check:
         """The premise of the low-memory runs: every request answered, and
         the encoder went through some batch of items in more than one pass."""
         self.completed(run)
-        self.chunks(run)
+        self._note_chunks(run)
         chunks.check_chunked(self._observed(run), what)
 
     def forced_chunk(self, run: Run, size: int) -> None:
         """The forced chunk size reached the encoder: every pass held `size`
         items, but a batch's last, which holds the rest."""
         self.completed(run)
-        self.chunks(run)
+        self._note_chunks(run)
         chunks.check_forced_chunk(self._observed(run), size, f"the batch forced to chunks of {size}")
 
     def chunk_from_free(self, usual: Run, low_free: Run) -> None:
@@ -132,7 +132,7 @@ class Check:
         answered, not the total, in both runs; and with free memory far
         below the total (`low_free`) its chunks are smaller than `usual`'s."""
         self.completed(low_free)
-        self.chunks(low_free)
+        self._note_chunks(low_free)
         for run, what in ((usual, "the batch on the card"), (low_free, "the low-free batch")):
             chunks.check_chunk_from_free(self._observed(run), what)
         self.note({"chunks": chunks.check_shrinks(self._observed(usual), self._observed(low_free),
@@ -151,7 +151,7 @@ class Check:
         """Every vision pass holds no more items than the engine's own chunk
         function (`stated`) allows for this free memory."""
         self.completed(run)
-        self.chunks(run)
+        self._note_chunks(run)
         self.note(chunks.check_passes_within_stated_chunk(self._observed(run), free, total, stated, what))
 
     def peak_within_card(self, run: Run, card) -> None:
