@@ -10,7 +10,14 @@ memory_info per tick) timed the same way; the slowdown of a pure-Python
 loop in the sampling process itself (the in-process engine case, where the
 sampler competes for the GIL); and a child's RSS transient. GPU, when NVML
 and CUDA are present: NvmlSampler's cost and a torch allocation transient.
-CPU cost is the sampling thread's own CPU time over wall time.
+CPU cost is the sampler's threads' own CPU time over wall time.
+
+Every core busy (`--busy-seconds`, 0 skips it): the tiny Gemma4 at TP =
+cores with its ranks bound one group of cores each, as the CPU tier runs TP
+2, answering batches the whole time; the HostSampler on its process tree at
+normal priority and as it runs (its threads ahead of the engine's),
+alternating, with the engine's batches per second beside each. Goal: >= 100
+Hz at < 2% of a core.
 """
 from __future__ import annotations
 
@@ -20,7 +27,9 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -146,6 +155,49 @@ def caught_row(what: str, size: int, spans, result, key: str, base: int) -> dict
             "caught": caught, "trials": len(spans), "achieved_hz": round(result.achieved_hz, 1)}
 
 
+def busy_engine_section(seconds: float, rounds: int = 2) -> list[dict]:
+    """The HostSampler on an engine that binds every core, at normal
+    priority and raised, alternating; each row with the engine's pace."""
+    import tempfile
+
+    from _tiny import tiny_gemma4
+
+    from harness.engines.base import Sampling
+    from harness.engines.offline import OfflineEngine
+    from harness.engines.parallel import placement
+    from harness.workloads.chat import user
+
+    interpreter, entry, model = tiny_gemma4()
+    tp = len(psutil.Process().cpu_affinity())
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = OfflineEngine(model, {**entry.engine_args, "tensor_parallel_size": tp}, interpreter,
+                               Path(tmp) / "engine.log", env=placement(tp, "cpu")).start()
+        batches, stop = [0], threading.Event()
+
+        def load():
+            while not stop.is_set():
+                engine.chat([user(f"Tell a story, {i}.") for i in range(4)], Sampling(max_tokens=64, ignore_eos=True))
+                batches[0] += 1
+
+        driver = threading.Thread(target=load, daemon=True)
+        driver.start()
+        try:
+            for _ in range(rounds):
+                for raised in (False, True):
+                    sampler = HostSampler(engine.proc.popen.pid)
+                    sampler.raise_priority = raised
+                    before = batches[0]
+                    row = cost_row(run_for(sampler, seconds))
+                    rows.append({**row, "sampler": f"host, TP {tp} busy", "priority": sampler._meta["priority"],
+                                 "engine_batches_per_s": round((batches[0] - before) / seconds, 2)})
+        finally:
+            stop.set()
+            driver.join(120)
+            engine.close()
+    return rows
+
+
 def gpu_section(seconds: float, rate: float, trials: int) -> list[dict] | str:
     reason = nvml_unavailable_reason()
     if reason:
@@ -186,6 +238,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--busy-seconds", type=float, default=20.0,
+                    help="seconds per sampler on an engine binding every core (0: skip; the engine starts in ~35 s)")
     args = ap.parse_args()
 
     figures: dict = {"cpu_cores": psutil.cpu_count(), "load_avg_1m": round(psutil.getloadavg()[0], 2)}
@@ -195,6 +249,7 @@ def main() -> None:
     figures["in_process_noise_pct"] = round(100 * noise, 2)
     figures["host_transient"] = host_transient(args.rate, 100 * MB, args.trials)
     figures["gpu"] = gpu_section(args.seconds, args.rate, args.trials)
+    figures["busy"] = busy_engine_section(args.busy_seconds) if args.busy_seconds > 0 else []
 
     print(f"{'machine':>22}: {figures['cpu_cores']} cores, load average {figures['load_avg_1m']}")
     for row in figures["host_cost"]:
@@ -205,6 +260,10 @@ def main() -> None:
     t = figures["host_transient"]
     print(f"{'host transient':>22}: {t['caught']}/{t['trials']} caught ({t['size_mb']:.0f} MB held "
           f"{t['hold_ms']:.0f} ms)")
+    for row in figures["busy"]:
+        print(f"{row['sampler']:>22}: {row['achieved_hz']:7.1f} Hz achieved of {row['target_hz']:.0f}, "
+              f"{row['cpu_pct_of_core']:6.3f}% of a core, priority {row['priority']}; "
+              f"engine {row['engine_batches_per_s']:.2f} batches/s")
     if isinstance(figures["gpu"], str):
         print(f"{'gpu':>22}: skipped: {figures['gpu']}")
     else:

@@ -32,7 +32,7 @@ from harness.workloads import audio, vision
 from harness.workloads.chat import with_uuids
 
 SCALES = (0.0, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 1.0)
-FAMILIES = {
+MODULE_GROUPS = {
     "ragged audio (clips)": audio.clip_workload("ragged", [1.0, 3.5, 7.0, 12.0]),
     "encoder (images, video frames)": vision.encoder_workload(4, video_frames=8, videos=1),
 }
@@ -52,20 +52,20 @@ def main() -> None:
                            Path(tmp) / "ref.log") as ref:
             ref.start()
             solo = {name: [ref.chat([with_uuids(r.conversation, f"solo-{name}-{i}")], GREEDY_16)[0]
-                           for i, r in enumerate(work.requests)] for name, work in FAMILIES.items()}
-        caught: dict[str, dict[str, list[float]]] = {name: {} for name in FAMILIES}
+                           for i, r in enumerate(work.requests)] for name, work in MODULE_GROUPS.items()}
+        caught: dict[str, dict[str, list[float]]] = {name: {} for name in MODULE_GROUPS}
         with OfflineEngine(model, {**entry.engine_args, **REFERENCE_ARGS}, interpreter, Path(tmp) / "faulted.log",
                            env=fault_env("padding-leak", "vision-chunk-leak", scale=0.0)) as faulted:
             faulted.start()
             for scale in SCALES:
-                for name, work in FAMILIES.items():
+                for name, work in MODULE_GROUPS.items():
                     with faulted.control.steering(fault_scale=scale):
                         got = answers(faulted, work, f"{name}-{scale}")
                     for label, g, s in zip(work.labels, got, solo[name]):
                         if not compare_greedy(g, s, profile).ok:
                             caught[name].setdefault(label, []).append(scale)
     print(f"profile {profile.name} ({'exact' if profile.exact else 'tolerant'}); scales {list(SCALES)}")
-    for name, work in FAMILIES.items():
+    for name, work in MODULE_GROUPS.items():
         smallest = {}
         for label in work.labels:
             at = caught[name].get(label, [])

@@ -20,11 +20,11 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional", "families")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional", "per_family")
 LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
-FAMILIES_TABLE = "families"
+PER_FAMILY_TABLE = "per_family"
 FAMILY_KEYS = ("engine_args",)
 SCENARIOS_DIR = ROOT / "scenarios"
 
@@ -53,9 +53,9 @@ class ModelEntry:
     lora: dict | None = field(default=None, hash=False)
     # Runs only when named with --model: too slow for the tier's default run.
     optional: bool = False
-    # Engine arguments per scenario family: the matrix's [families.<family>]
-    # with this entry's own [<tier>.families.<family>] over them.
-    families: dict[str, dict] = field(default_factory=dict, hash=False)
+    # Engine arguments per scenario family: the matrix's [per_family.<family>]
+    # with this entry's own [<tier>.per_family.<family>] over them.
+    per_family: dict[str, dict] = field(default_factory=dict, hash=False)
 
     def serves_lora(self, version: str | None) -> bool:
         """The matrix says the engine serves LoRA for this model at this
@@ -78,7 +78,7 @@ class ModelEntry:
 
     def family_args(self, family: str) -> dict:
         """The engine arguments a scenario family adds for this entry."""
-        return dict(self.families.get(family, {}))
+        return dict(self.per_family.get(family, {}))
 
     def engine_args_for(self, family: str) -> dict:
         """The engine arguments of this entry in a scenario family, before
@@ -103,17 +103,17 @@ def _specifiers(text) -> bool:
 
 
 def _family_args(label: str, table, known: list[str]) -> dict[str, dict]:
-    """A `families` table: {family: {"engine_args": {...}}} -> {family: args}."""
+    """A `per_family` table: {family: {"engine_args": {...}}} -> {family: args}."""
     if not isinstance(table, dict):
-        raise ModelMatrixError(f"{label}: families must be a table of scenario families")
+        raise ModelMatrixError(f"{label}: per_family must be a table of scenario families")
     args = {}
     for family, settings in table.items():
         if family not in known:
-            raise ModelMatrixError(f"{label}: unknown scenario family {family!r} in families; "
+            raise ModelMatrixError(f"{label}: unknown scenario family {family!r} in per_family; "
                                    f"known (the scenario modules' names): {known}")
         if not (isinstance(settings, dict) and set(settings) <= set(FAMILY_KEYS)
                 and isinstance(settings.get("engine_args", {}), dict)):
-            raise ModelMatrixError(f"{label}: families.{family} must be a table with only "
+            raise ModelMatrixError(f"{label}: per_family.{family} must be a table with only "
                                    f"{list(FAMILY_KEYS)} (a table), got {settings!r}")
         args[family] = dict(settings.get("engine_args", {}))
     return args
@@ -154,21 +154,21 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                                  and all(isinstance(n, int) and n > 0 for n in lora.get("tp_sizes", []))
                                  and _specifiers(lora.get("supported", "*"))):
         moved = (" (max_lora_rank is an engine argument: give it in "
-                 f"[{tier}.families.test_vision_lora] engine_args)"
+                 f"[{tier}.per_family.test_vision_lora] engine_args)"
                  if isinstance(lora, dict) and "max_lora_rank" in lora else "")
         raise ModelMatrixError(f"{label}: lora must be a table with only {list(LORA_KEYS)} "
                                f"(a list of adapter hub ids or paths; a list of TP sizes; the engine "
                                f"versions that serve it, as specifiers), "
                                f"got {lora!r}{moved}")
-    own = _family_args(label, raw.get("families", {}), known)
-    families = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}
+    own = _family_args(label, raw.get("per_family", {}), known)
+    per_family = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
                       modalities=frozenset(mods), engine_args=dict(raw["engine_args"]),
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
                       card=card, build=dict(raw.get("build", {})),
                       lora=None if lora is None else dict(lora), optional=bool(raw.get("optional", False)),
-                      families=families)
+                      per_family=per_family)
 
 
 def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:
@@ -179,12 +179,12 @@ def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:
         raise ModelMatrixError(f"model matrix not found: {path}") from None
     except tomllib.TOMLDecodeError as e:
         raise ModelMatrixError(f"{path}: not valid TOML: {e}") from None
-    unknown = set(data) - set(TIERS) - {FAMILIES_TABLE}
+    unknown = set(data) - set(TIERS) - {PER_FAMILY_TABLE}
     if unknown:
         raise ModelMatrixError(f"{path}: unknown tier(s) {sorted(unknown)}; known: {list(TIERS)} "
-                               f"(and [{FAMILIES_TABLE}.<family>])")
+                               f"(and [{PER_FAMILY_TABLE}.<family>])")
     known = scenario_families()
-    defaults = _family_args(f"{path}: [{FAMILIES_TABLE}]", data.get(FAMILIES_TABLE, {}), known)
+    defaults = _family_args(f"{path}: [{PER_FAMILY_TABLE}]", data.get(PER_FAMILY_TABLE, {}), known)
     matrix = {}
     for tier in TIERS:
         entries = [_entry(tier, i, raw, path, defaults, known) for i, raw in enumerate(data.get(tier, []))]

@@ -59,9 +59,27 @@ def audio_durations(pytestconfig) -> list[float]:
 
 @pytest.fixture(scope="session")
 def concurrency(pytestconfig):
-    """Concurrent requests of a load setting; the stress setting only runs with --stress."""
+    """Concurrent requests of a load setting (normal or stress)."""
     def of(setting: str) -> int:
-        if setting == "stress" and not pytestconfig.getoption("stress"):
-            pytest.skip("stress setting: runs with --stress (`make run`), not in `make test`")
         return pytestconfig.getoption("stress_concurrency" if setting == "stress" else "concurrency")
     return of
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out what this run never runs, so that a skip in the report is a
+    real one: the stress settings without --stress (`make run` has it, `make
+    test` not), and the TP sizes an entry does not run (its `lora.tp_sizes`)."""
+    stress = config.getoption("stress")
+    dropped = [item for item in items
+               if (not stress and item.get_closest_marker("stress")) or _tp_not_run(item)]
+    if dropped:
+        gone = set(dropped)
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in gone]
+
+
+def _tp_not_run(item: pytest.Item) -> bool:
+    params = getattr(item, "callspec", None) and item.callspec.params or {}
+    entry, tp = params.get("model_entry"), params.get("tp")
+    sizes = ((getattr(entry, "lora", None) or {}).get("tp_sizes")) if tp is not None else None
+    return sizes is not None and tp not in sizes

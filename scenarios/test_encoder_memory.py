@@ -87,8 +87,7 @@ def ragged_video(runner, card):
 
 def test_all_answered_without_oom(on_card, card, check):
     """Every prompt of the big mixed batch answered on the card: no OOM, no
-    crash. The same `check.completed` as the audio batch's, which the
-    raise-ragged-audio mutation fails."""
+    crash."""
     card.require()
     check.note({**on_card.run.facts, **card.describe()})
     check.completed(on_card.run)
@@ -97,8 +96,7 @@ def test_all_answered_without_oom(on_card, card, check):
 def test_encoder_chunked_on_card(on_card, card, check):
     """The premise of the family, observed in the engine: on the card the
     encoder went through a batch in more than one pass. Each memory answer
-    and the chunks made of it are in the record. Shown to fail by a batch
-    that went through in one pass (crafted events, tests/test_card_chunks.py)."""
+    and the chunks made of it are in the record."""
     card.require()
     check.chunked(on_card.run, "the batch on the card")
 
@@ -106,15 +104,14 @@ def test_encoder_chunked_on_card(on_card, card, check):
 def test_batch_invariance_on_card(on_card, card, check):
     """Every prompt's output in the chunked batch equals its output alone on
     the reference engine, and the comparator rejects the other prompts'
-    answers. Fails with the vision-chunk-leak mutation."""
+    answers."""
     card.require()
     check.completed(on_card.run)
     check.all_invariant(on_card.run, on_card.reference)
 
 
 def test_alive_after_encoder_batch(on_card, card, check):
-    """The engine still answers afterwards (`check.alive`, failed by the
-    raise-ragged-audio mutation on the audio batch)."""
+    """The engine still answers afterwards (`check.alive`)."""
     card.require()
     check.alive(on_card.run, after="the encoder batch")
 
@@ -134,9 +131,7 @@ def test_encoder_transient_within_stated_budget(on_card, card, check):
     judged by measurement, not by its own cost formula. On the CPU tier the
     transient is the process's resident high-water mark: recorded, not held
     to the budget, because a tiny model's passes reuse freed heap and read
-    as 0-12 KiB. Shown to fail on a GPU in tests/gpu (every item forced into
-    one pass against a small free figure); fails here if nothing was
-    measured."""
+    as 0-12 KiB; it fails here if nothing was measured."""
     card.require()
     check.transients_within_budget(on_card.run, "the batch on the card")
 
@@ -146,9 +141,8 @@ def test_encoder_transient_within_stated_budget(on_card, card, check):
 def test_chunk_from_free_memory(on_card, low_free, card, check):
     """The encoder hands its chunk function the free memory its query
     answered, not the total, and with free memory far below the total its
-    chunks shrink. Fails with the chunk-from-total mutation (the call site
-    passes the total as free): cause "over-budget: chunk sized from total
-    memory, not free"."""
+    chunks shrink. A call site that passes the total as free fails with
+    cause "over-budget: chunk sized from total memory, not free"."""
     card.require()
     check.chunk_from_free(on_card.run, low_free)
 
@@ -160,9 +154,7 @@ def test_chunk_boundary_invariance(forced, chunk_size, on_card, card, check):
     encoder really made passes of that size (observed), and every prompt's
     output equals its output alone on the reference engine. The comparator
     rejects the other prompts' answers and, where it differs from the
-    reference, the unforced batch's answer (another chunk setting's). Fails
-    with the vision-chunk-leak mutation (items behind another in a pass
-    perturbed)."""
+    reference, the unforced batch's answer (another chunk setting's)."""
     card.require()
     check.forced_chunk(forced, chunk_size)
     unforced, alone = on_card.run, on_card.reference
@@ -175,9 +167,7 @@ def test_chunk_boundary_invariance(forced, chunk_size, on_card, card, check):
 
 def test_ragged_video_one_pass(ragged_video, card, check):
     """The premise, observed: both video prompts in one step, and one video
-    encoder call holding videos of different frame counts. Its one-pass
-    check is the ragged audio's, which the single-request-steps mutation
-    fails."""
+    encoder call holding videos of different frame counts."""
     card.require()
     check.note(ragged_video.run.facts)
     check.one_pass(ragged_video.run, modality="video", ragged=True)
@@ -185,8 +175,7 @@ def test_ragged_video_one_pass(ragged_video, card, check):
 
 def test_ragged_video_invariance(ragged_video, card, check):
     """Each video's output in the ragged batch equals its output alone on
-    the reference engine (the vision-chunk-leak mutation fails it: the
-    second video's frames share the first's pass)."""
+    the reference engine."""
     card.require()
     check.all_invariant(ragged_video.run, ragged_video.reference)
 

@@ -33,7 +33,7 @@ def batch(request, runner, audio_durations):
     return Paired(runner.batch(work, SAMPLING), runner.each_alone(work, SAMPLING))
 
 
-@pytest.fixture(scope="module", params=["normal", "stress"])
+@pytest.fixture(scope="module", params=["normal", pytest.param("stress", marks=pytest.mark.stress)])
 def load(request, runner, concurrency):
     """N concurrent server requests with clips of distinct durations, and each clip alone."""
     work = audio.clip_workload(f"load-{request.param}",
@@ -44,10 +44,10 @@ def load(request, runner, concurrency):
 # --- checks: one pass, offline ----------------------------------------------
 
 def test_one_pass(batch, check):
-    """The premise, observed inside the engine: all prompts were scheduled in
-    one step, and one audio encoder call held clips of different lengths
-    (ragged) or all clips at one length (equal). Fails when the engine split
-    the batch, so invariance below would prove nothing."""
+    """The premise, observed inside the engine: all prompts were scheduled
+    in one step, and one audio encoder call held clips of different lengths
+    (ragged) or all clips at one length (equal). Without it, the invariance
+    below would prove nothing."""
     check.one_pass(batch.run, modality="audio", ragged=batch.run.workload.name == "ragged")
 
 
@@ -56,44 +56,38 @@ def test_batch_invariance(batch, clip, check):
     reference engine (no cached tokens): padding does not leak into the
     language model. Prompt tokens, tokens, length, finish reason and
     logprobs, to the same-stack noise profile (measured 0: identical). The
-    comparator must reject the other clips' answers (power; the record
-    keeps them). Shown to fail by the padding-leak mutation at 3e-4 of the
-    embedding's std and by the media-cross mutation (named as the clip whose
-    media it got)."""
+    comparator must reject the other clips' answers (power; the record keeps
+    them); an answer that equals another clip's is named as that clip's."""
     check.completed(batch.run)
     check.invariant(batch.run, batch.reference, batch.run.labels[clip])
 
 
 def test_alive_after_batch(batch, check):
-    """The engine still answers after the batch. Shown to fail by the
-    raise-ragged-audio mutation (a crash naming its exception)."""
+    """The engine still answers after the batch; a crash is named by its
+    exception."""
     check.alive(batch.run, after=f"{batch.run.workload.name} batch {batch.run.labels}")
 
 
 # --- checks: concurrent server load -----------------------------------------
 
 def test_concurrent_all_answered(load, check):
-    """Every concurrent request answered. The same check as the batch's
-    (`check.completed`), which the raise-ragged-audio mutation fails."""
+    """Every concurrent request answered (`check.completed`)."""
     check.completed(load.run)
 
 
 def test_concurrent_matches_solo(load, check):
     """The premise first, observed in the server: the requests were served
     together (a step with two or more prompts in prefill, an audio encoder
-    call with two or more clips; the single-request-steps mutation fails
-    it). Then each concurrent answer equals the same clip alone on the
-    reference engine (or the remote server itself, with fresh media names),
-    and the comparator rejects the other clips' answers. Shown to fail by
-    the reference-cache mutation (isolation); its comparison is the batch
-    invariance's, which the padding-leak mutation fails."""
+    call with two or more clips). Then each concurrent answer equals the
+    same clip alone on the reference engine (or the remote server itself,
+    with fresh media names), isolated from the run's caches, and the
+    comparator rejects the other clips' answers."""
     check.served_together(load.run, modality="audio")
     check.all_invariant(load.run, load.reference)
 
 
 def test_alive_after_load(load, check):
-    """The server still answers after the load: `check.alive`, which the
-    raise-ragged-audio mutation fails on the batch."""
+    """The server still answers after the load (`check.alive`)."""
     check.alive(load.run, after=f"{len(load.run.labels)} concurrent requests")
 
 
@@ -102,13 +96,11 @@ def test_alive_after_load(load, check):
 @pytest.mark.parametrize("edge", list(audio.EDGE_INPUTS))
 def test_edge_input(runner, edge, check):
     """Each input gets the outcome it must: valid audio (very short, silent,
-    stereo, resampled, the longest allowed) is answered, a resampled clip with
-    the prompt tokens of the same audio at 16 kHz mono; garbage, empty and
-    truncated payloads and an image labelled as audio get a 4xx with a
+    stereo, resampled, the longest allowed) is answered, a resampled clip
+    with the prompt tokens of the same audio at 16 kHz mono; garbage, empty
+    and truncated payloads and an image labelled as audio get a 4xx with a
     message; beyond the longest, a 4xx or no more prompt tokens than the
-    longest allowed. The engine is alive afterwards. Shown to fail by the
-    reject-8khz mutation (a valid input refused); tests/test_checks.py
-    holds every expected outcome to crafted results."""
+    longest allowed. The engine is alive afterwards."""
     spec = audio.EDGE_INPUTS[edge]
     run = runner.one(audio.edge_workload(runner.model, edge), SAMPLING)
     held_to = runner.one(audio.edge_workload(runner.model, spec.held_to), SAMPLING) if spec.held_to else None

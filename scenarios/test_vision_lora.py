@@ -10,7 +10,7 @@ tower's batch.
 
 Adapters are crafted offline with peft from the model under test
 (harness/workloads/lora.py): `tower` (vision tower and connector), `lm`
-(language-model attention), and one probe per module family. Each changes
+(language-model attention), and one probe per module group. Each changes
 the greedy output of HF transformers + peft, or its check fails its premise.
 References are isolated: each prompt alone on a reference engine with its
 caches off, media renamed afresh (the runner's `each_alone`).
@@ -30,7 +30,7 @@ import pytest
 from harness.engines.base import Sampling
 from harness.engines.server import RUNTIME_LORA_ENV
 from harness.lora import effects
-from harness.lora.families import FAMILIES
+from harness.lora.groups import MODULE_GROUPS
 from harness.memory.card.emulation import card_answer
 from harness.runner.runner import REFERENCE_ARGS
 from harness.workloads import lora, vision
@@ -39,7 +39,9 @@ pytestmark = [pytest.mark.lora, pytest.mark.engine]
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 TP_SIZES = (1, 2, 4)
-CPU_CHECKS_ABOVE_TP1 = ("test_adapter_takes_effect", "test_mixed_batch", "test_tp_invariance")
+# On the CPU tier a TP size above 1 is many times slower: it runs only the
+# checks marked so (adapters taking effect, the mixed batch, TP invariance).
+MULTI_RANK_ON_CPU = pytest.mark.multi_rank_on_cpu
 # Mixed batches: base, tower and lm requests in several orders; image prompts
 # each with its own image.
 ORDERS = {
@@ -64,13 +66,12 @@ def tp(request) -> int:
 
 @pytest.fixture(autouse=True)
 def _tp_subset(request, runner, tp):
-    sizes = (runner.entry.lora or {}).get("tp_sizes", list(TP_SIZES))
-    if tp not in sizes:
-        pytest.skip(f"TP {tp}: this entry runs TP {sizes} (models.toml lora.tp_sizes: "
-                    f"{runner.entry.notes or 'see the entry'})")
-    if tp > 1 and runner.entry.tier == "cpu" and request.function.__name__ not in CPU_CHECKS_ABOVE_TP1:
+    """The TP sizes an entry does not run (`lora.tp_sizes`) are not even
+    collected (scenarios/conftest.py); on the CPU tier, above TP 1 only the
+    checks marked MULTI_RANK_ON_CPU run."""
+    if tp > 1 and runner.entry.tier == "cpu" and request.node.get_closest_marker("multi_rank_on_cpu") is None:
         pytest.skip(f"CPU tier: TP {tp} is many times slower than TP 1 (TP 2 about 12x), so above "
-                    f"TP 1 it runs {', '.join(CPU_CHECKS_ABOVE_TP1)} only")
+                    f"TP 1 it runs only the checks marked multi_rank_on_cpu")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ def adapters(runner) -> lora.Adapters:
 @pytest.fixture(scope="module")
 def lora_args(runner, tp) -> dict:
     """The engine under test's settings beyond the family's LoRA settings
-    (models.toml [families.test_vision_lora], which the runner gives every
+    (models.toml [per_family.test_vision_lora], which the runner gives every
     engine of the family). On the CPU tier above TP 1 they are
     the reference engine's (caches off, every adapter resident), so one
     engine per TP size serves the runs and their references: a TP 2 or 4
@@ -149,11 +150,12 @@ def test_lora_served(served, check, lora_args, tp):
 # --- checks: adapters take effect -------------------------------------------------
 
 @pytest.mark.parametrize("name", ["tower", "lm"])
-def test_adapter_takes_effect(name, runner, adapters, ref_args, lora_served, check):
+@MULTI_RANK_ON_CPU
+@pytest.mark.usefixtures("lora_served")
+def test_adapter_takes_effect(name, runner, adapters, ref_args, check):
     """An image prompt's output under the adapter differs from its base
     output, each alone on the reference engine. Premise: HF + peft's output
-    changes too. The comparison is test_probe's, which the
-    lora-ignore-vision-mlp mutation fails (no-effect, naming the family)."""
+    changes too."""
     adapter = _by_name(adapters, name)
     work = lora.effect("image", adapter)
     check.lora(adapter=name, targets=lora.targets(adapter))
@@ -161,11 +163,11 @@ def test_adapter_takes_effect(name, runner, adapters, ref_args, lora_served, che
                        hf=_hf(runner, check, work))
 
 
-def test_published_adapters_take_effect(runner, adapters, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_published_adapters_take_effect(runner, adapters, ref_args, check):
     """Each adapter the model matrix names for this model (`lora.published`:
     hub ids or paths, GPU tier) changes an image prompt's output, alone on
-    the reference engine. Skipped where none is named. The comparison is
-    test_probe's (failed by the lora-ignore-vision-mlp mutation)."""
+    the reference engine. Skipped where none is named."""
     published = (runner.entry.lora or {}).get("published", [])
     if not published:
         pytest.skip("no published adapters named for this model in models.toml (lora.published)")
@@ -175,48 +177,48 @@ def test_published_adapters_take_effect(runner, adapters, ref_args, lora_served,
                            adapter=source)
 
 
-def test_tower_adapter_leaves_text_alone(runner, adapters, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_tower_adapter_leaves_text_alone(runner, adapters, ref_args, check):
     """A text prompt under the tower adapter is answered as the base model
-    answers it: none of its modules sees text. Fails (mismatch) when tower
-    deltas leak onto text tokens (crafted outputs in tests/test_lora_effects.py)."""
+    answers it: none of its modules sees text, so tower deltas on text
+    tokens fail (mismatch)."""
     check.lora(adapter="tower", targets=lora.targets(adapters.tower))
     check.untouched(runner.each_alone(lora.effect("text", adapters.tower), SAMPLING, engine_args=ref_args),
                     adapter="tower")
 
 
-@pytest.mark.parametrize("family", list(FAMILIES))
-def test_probe(family, runner, adapters, ref_args, lora_served, check):
-    """A probe adapter on exactly one module family changes the output for
-    the modality that family sees. One that changes nothing fails naming the
-    family the engine silently ignored (the lora-ignore-vision-mlp mutation
-    fails vision.gate, vision.up and vision.down). A family this build lacks
-    is skipped saying so; an adapter the engine refuses gets `unsupported`
-    with the engine's message. Premise: HF + peft's output changes."""
-    fam = FAMILIES[family]
+@pytest.mark.parametrize("group", list(MODULE_GROUPS))
+@pytest.mark.usefixtures("lora_served")
+def test_probe(group, runner, adapters, ref_args, check):
+    """A probe adapter on exactly one module group changes the output for
+    the modality that group sees. One that changes nothing fails naming the
+    group the engine silently ignored. A group this build lacks is skipped
+    saying so; an adapter the engine refuses gets `unsupported` with the
+    engine's message. Premise: HF + peft's output changes."""
+    group_of = MODULE_GROUPS[group]
     present = adapters.present()
-    if family not in present:
-        pytest.skip(f"{family}: this build has no such modules"
+    if group not in present:
+        pytest.skip(f"{group}: this build has no such modules"
                     + (" (the tiny Gemma4's audio tower has no attention or MLP without a conformer "
                        "layer; tiny-gemma4-conformer has one, but finding 002 kills its one-clip "
-                       "encoder calls)" if fam.part == "audio" else ""))
-    probe = adapters.probe(family)
-    modality = "text" if fam.part == "language" else fam.modality
+                       "encoder calls)" if group_of.part == "audio" else ""))
+    probe = adapters.probe(group)
+    modality = "text" if group_of.part == "language" else group_of.modality
     work = lora.effect(modality, probe)
-    check.lora(adapter=probe.name, targets=[family], modules=present[family])
+    check.lora(adapter=probe.name, targets=[group], modules=present[group])
     check.takes_effect(runner.each_alone(work, SAMPLING, engine_args=ref_args), adapter=probe.name,
-                       family=family, hf=_hf(runner, check, work))
+                       group=group, hf=_hf(runner, check, work))
 
 
 @pytest.mark.parametrize("name", ["base", "tower", "lm"])
-def test_hf_agreement(name, runner, adapters, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_hf_agreement(name, runner, adapters, ref_args, check):
     """On the tiny builds, vLLM under each adapter agrees with HF
-    transformers + peft on the same image and text prompts within the
-    hf-vs-vllm noise profile (benchmarks/measure_cross_stack_noise.py), a
+    transformers + peft on the same image and text prompts within the hf-vs-
+    vllm noise profile (benchmarks/measure_cross_stack_noise.py), a
     tolerated split followed on HF past it. Power: the comparator rejects
-    the other prompt's answer and, under an adapter, HF's answer to the image
-    without it (else agreement would not see the adapter dropped). The
-    comparator is shown to fail on crafted outputs (tests/test_comparators.py),
-    the power premise in tests/test_lora_effects.py."""
+    the other prompt's answer and, under an adapter, HF's answer to the
+    image without it (else agreement would not see the adapter dropped)."""
     if runner.entry.tiny_arch is None:
         pytest.skip("HF + peft reference: tiny builds only (a hub checkpoint is too heavy for it here)")
     adapter = _by_name(adapters, name)
@@ -233,13 +235,13 @@ def test_hf_agreement(name, runner, adapters, ref_args, lora_served, check):
 # --- checks: adapters in one step -------------------------------------------------
 
 @pytest.mark.parametrize("order", list(ORDERS))
-def test_mixed_batch(order, runner, adapters, lora_args, ref_args, lora_served, check):
+@MULTI_RANK_ON_CPU
+@pytest.mark.usefixtures("lora_served")
+def test_mixed_batch(order, runner, adapters, lora_args, ref_args, check):
     """Base, tower and lm requests share one step (observed: each prompt's
     adapter as the engine scheduled it), and each output equals that
     request's solo output. A base row that ran under an adapter is named as
-    such (crafted in tests/test_lora_effects.py). The comparison is
-    `check_invariant`, which the padding-leak mutation fails; the premise
-    is shown failing on crafted steps (tests/test_lora_effects.py)."""
+    such."""
     work = lora.mixed(order, [("image", _by_name(adapters, n)) for n in ORDERS[order]])
     check.lora(adapters=ORDERS[order], targets={n: lora.targets(_by_name(adapters, n)) for n in ORDERS[order]})
     run = runner.batch(work, SAMPLING, engine_args=lora_args)
@@ -251,13 +253,14 @@ def test_mixed_batch(order, runner, adapters, lora_args, ref_args, lora_served, 
 
 # --- checks: switching, reloading, caches ---------------------------------------
 
-def test_switch_and_reload(runner, adapters, lora_args, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_switch_and_reload(runner, adapters, lora_args, ref_args, check):
     """Through the server (`--lora-modules`, `model=<name>`): the same image
     under tower, then lm, then tower again, then tower reloaded under its
     name with new weights. Each answer equals a reference engine's solo
-    output for that adapter version: a stale encoder or prefix cache, or a
-    reload that did not take, fails here (the second draw's output differs
-    from the first's: premise)."""
+    output for that adapter version, so a stale encoder or prefix cache, or
+    a reload that did not take, fails (premise: the second draw's output
+    differs from the first's)."""
     reloaded = adapters.tower_reloaded
     sequence = [("tower", adapters.tower), ("lm", adapters.lm), ("tower", adapters.tower),
                 ("tower (reloaded)", reloaded)]
@@ -278,15 +281,15 @@ def test_switch_and_reload(runner, adapters, lora_args, ref_args, lora_served, c
         check.invariant(answer, ref, answer.labels[0], wrong=wrong)
 
 
-def test_processor_cache(runner, adapters, lora_args, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_processor_cache(runner, adapters, lora_args, ref_args, check):
     """The multimodal processor cache on (the default users get) gives the
     outputs it gives off: the same images are sent twice on the engine under
     test, the second time in another order of adapters, so its caches serve
     them (observed: a processor-cache hit for every image of the second
     batch); each answer equals the reference engine's (caches off), and the
-    comparator rejects the same image under the other adapters. Fails on a
-    cache entry served for the wrong adapter (the shared comparison as in
-    test_mixed_batch)."""
+    comparator rejects the same image under the other adapters, so a cache
+    entry served for the wrong adapter fails."""
     first = lora.mixed("cache-fill", [("image", None), ("image", adapters.tower), ("image", adapters.lm)])
     # The same three images again, each under another adapter than before.
     again = lora.workload("cache-hit", [lora.request("image", a, seed=seed, label=f"{seed}-image@{n}")
@@ -303,7 +306,8 @@ def test_processor_cache(runner, adapters, lora_args, ref_args, lora_served, che
                                          engine_args=ref_args))
 
 
-def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_args, check):
     """Base requests beside as many adapters as the engine holds at once
     (every LoRA slot full) are answered as the base model alone answers
     them: "no adapter" must never read a slot (vLLM's punica tests put
@@ -312,7 +316,7 @@ def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_ar
     fills = [adapters.tower, adapters.lm, adapters.probe("vision.q"), adapters.probe("language.q")]
     slots = runner.args_for(lora_args)["max_loras"]
     assert len(fills) == slots, (f"{len(fills)} adapters fill the slots, the engine holds {slots} "
-                                 f"(models.toml [families.test_vision_lora] max_loras)")
+                                 f"(models.toml [per_family.test_vision_lora] max_loras)")
     order = [("image", None), ("image", fills[0]), ("text", None), ("image", fills[1]),
              ("image", fills[2]), ("text", fills[3]), ("image", None)]
     work = lora.mixed("slots-full", order)
@@ -325,7 +329,8 @@ def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_ar
 
 # --- checks: memory under tower LoRA ---------------------------------------------
 
-def test_chunking_under_lora(runner, card, adapters, lora_args, lora_served, check, engine_interpreter):
+@pytest.mark.usefixtures("lora_served")
+def test_chunking_under_lora(runner, card, adapters, lora_args, check, engine_interpreter):
     """With tower LoRA on, on the model's card (its free memory emulated as
     in the encoder family), the encoder's passes stay within the chunk the
     engine's own chunk function states for that free memory. Recorded: the
@@ -369,7 +374,9 @@ def tp1_mixed(runner, adapters):
     return get
 
 
-def test_tp_invariance(tp, runner, tp1_mixed, lora_args, lora_served, check):
+@MULTI_RANK_ON_CPU
+@pytest.mark.usefixtures("lora_served")
+def test_tp_invariance(tp, runner, tp1_mixed, lora_args, check):
     """The mixed batch's outputs at TP 2 and 4 match TP 1's within the TP
     noise profile (noise_profiles.toml), a tolerated split followed on the
     TP 1 stack; the comparator rejects the other rows' TP 1 answers. Every
@@ -388,12 +395,11 @@ def test_tp_invariance(tp, runner, tp1_mixed, lora_args, lora_served, check):
 # --- checks: every modality in one step (last: a crash costs the engine) -------
 
 @pytest.mark.parametrize("mix", list(MODALITY_MIXES))
-def test_modalities_mixed(mix, runner, adapters, lora_args, ref_args, lora_served, check):
+@pytest.mark.usefixtures("lora_served")
+def test_modalities_mixed(mix, runner, adapters, lora_args, ref_args, check):
     """Image, audio, video and text prompts, with and without adapters, in
     one step: the engine survives, and each output equals its solo output.
-    Last in the module: an engine these kill is started again for the next.
-    The comparison is `check_invariant` (failed by the padding-leak mutation),
-    the premise `adapters_in_one_step` (crafted steps, tests/test_lora_effects.py)."""
+    Last in the module: an engine these kill is started again for the next."""
     order = [(m, _by_name(adapters, n)) for m, n in MODALITY_MIXES[mix]]
     work = lora.mixed(f"modalities-{mix}", order)
     check.lora(adapters=[f"{m}@{n or 'base'}" for m, n in MODALITY_MIXES[mix]])

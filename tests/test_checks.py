@@ -238,7 +238,7 @@ def test_an_engine_that_does_not_answer_is_not_alive(answer, cause):
 def _reference_run(outcomes, observed):
     from harness.engines.base import Engine as _Engine
     from harness.models import ModelEntry
-    from harness.runner.run import EngineUse, Run
+    from harness.runner.run import EngineUse, Run, Sent
     from harness.workloads.request import Request, Workload
 
     audio = {"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64,"}}
@@ -246,9 +246,8 @@ def _reference_run(outcomes, observed):
                      for label in ("clip-1s", "clip-3.5s"))
     entry = ModelEntry(tier="cpu", name="m", model="tiny:gemma4", modalities=frozenset({"audio"}),
                        engine_args={})
-    use = EngineUse(kind="offline", scenario="s", entry=entry, engine=_Engine.__new__(_Engine))
-    return Run(how="each_alone", workload=Workload("ragged", requests), _use=use,
-               _outcomes=outcomes, _observed=observed)
+    use = EngineUse(kind="offline", label="s", entry=entry, engine=_Engine.__new__(_Engine))
+    return Run.sent("each_alone", Workload("ragged", requests), Sent(use, outcomes, observed))
 
 
 def _isolated(reference, label):

@@ -23,8 +23,8 @@ from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLe
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.parallel import NotHostable
-from harness.engines.pool import EnginePool
-from harness.plugins.engines import _teardown_record
+from harness.engines.pool import EnginePool, EngineSpec, EngineHandle
+from harness.engines.teardown import teardown_record
 from harness.units import GiB
 
 TP_MIX = [1, 2, 1, 4, 8, 2]
@@ -198,6 +198,9 @@ class GpuStandIn:
         self.ready = False
         return []
 
+    def settle(self):
+        pass
+
 
 @pytest.fixture
 def gpu_pool(tmp_path, monkeypatch, fake_nvml):
@@ -213,6 +216,11 @@ def gpu_pool(tmp_path, monkeypatch, fake_nvml):
     pool.close_all()
 
 
+def handle(pool, args=None, *, label, name, gpus=1, lease=None, env=None):
+    """The handle of an offline engine of model "m" with these arguments."""
+    return pool.get(pool.spec("offline", "m", args, env, name), label=label, gpus=gpus, lease=lease)
+
+
 def test_an_engine_runs_on_its_own_gpus_and_makes_room_from_this_worker(gpu_pool, monkeypatch):
     """The GPUs go back to the ledger only once NVML shows them at their
     baseline: here memory lingers for a few reads after the engine closed."""
@@ -221,43 +229,43 @@ def test_an_engine_runs_on_its_own_gpus_and_makes_room_from_this_worker(gpu_pool
     monkeypatch.setattr(gpu_pool.ledger, "release", lambda lease, lost=None: (
         at_release.append({d: list(GpuStandIn.used[d]) for d in lease.devices}), release(lease, lost))[1])
     GpuStandIn.lingering, gpu_pool.leak_wait_s = 2, 10.0
-    one = gpu_pool.get("offline", "m", {}, scenario="s1", name="tp1")
-    assert one.env[VISIBLE_ENV] == "0"
-    two = gpu_pool.get("offline", "m", {"tensor_parallel_size": 2}, scenario="s2", name="tp2", gpus=2)
+    one = handle(gpu_pool, label="s1", name="tp1")
+    assert one.engine.env[VISIBLE_ENV] == "0"
+    two = handle(gpu_pool, {"tensor_parallel_size": 2}, label="s2", name="tp2", gpus=2)
     # TP 2 needs both GPUs: this worker's TP 1 engine was retired, and its GPU came back first
-    assert two.env[VISIBLE_ENV] == "0,1"
-    assert id(one) in gpu_pool.evicted and not one.ready
+    assert two.engine.env[VISIBLE_ENV] == "0,1"
+    assert one.evicted and not one.engine.ready and not two.evicted
     [retired] = gpu_pool.retired
     assert retired.leak_verdict.ok and retired.taken_out == []
     assert at_release == [{0: [BASE]}] and retired.leak_verdict.recoveries[0].waited_s > 0
 
 
 def test_a_gpu_that_does_not_recover_is_a_leak_of_its_scenario_and_out_of_the_run(gpu_pool, tmp_path):
-    engine = gpu_pool.get("offline", "m", {"tensor_parallel_size": 2}, scenario="s-tp2", name="tp2", gpus=2)
+    engine = handle(gpu_pool, {"tensor_parallel_size": 2}, label="s-tp2", name="tp2", gpus=2).engine
     GpuStandIn.leaky = {1}
     [entry] = gpu_pool.release_since(0)
     assert entry.engine is engine and entry.taken_out == [1]
-    record = _teardown_record(entry)
+    record = teardown_record(entry)
     assert (record.verdict, record.cause) == (Verdict.FAIL.value, Cause.LEAK.value)
     assert "served: s-tp2" in record.message and "taken out of the run: gpu1" in record.message
     assert record.evidence["gpus"] == [0, 1] and record.evidence["taken_out_of_run"] == [1]
     # gpu0 came back; gpu1 is out for the rest of the run
     with pytest.raises(NotHostable, match="gpu1 taken out: memory not back after engine .*served: s-tp2"):
-        gpu_pool.get("offline", "m", {"tensor_parallel_size": 2}, scenario="s-again", name="tp2", gpus=2)
-    assert gpu_pool.get("offline", "m", {}, scenario="s-tp1", name="tp1").env[VISIBLE_ENV] == "0"
+        handle(gpu_pool, {"tensor_parallel_size": 2}, label="s-again", name="tp2", gpus=2)
+    assert handle(gpu_pool, label="s-tp1", name="tp1").engine.env[VISIBLE_ENV] == "0"
     GpuStandIn.leaky = {0, 1}
     gpu_pool.release_since(0)
     with pytest.raises(NoDeviceLeft, match="no GPU left"):
-        gpu_pool.get("offline", "m", {}, scenario="s-last", name="tp1")
+        handle(gpu_pool, label="s-last", name="tp1")
 
 
 def test_an_engine_that_failed_to_start_gives_its_gpus_back_only_once_its_memory_is(gpu_pool):
     GpuStandIn.fail_start = True
     with pytest.raises(EngineStartupFailed):
-        gpu_pool.get("offline", "m", {}, scenario="s-oom", name="m")
+        handle(gpu_pool, label="s-oom", name="m")
     [entry] = gpu_pool.retired
     assert entry.served == ["s-oom"] and entry.taken_out == [0]
-    assert "served: s-oom" in _teardown_record(entry).message
+    assert "served: s-oom" in teardown_record(entry).message
     assert gpu_pool.ledger.lost() == {0: "memory not back after engine 01-offline-m (served: s-oom)"}
 
 
@@ -266,28 +274,28 @@ def test_a_retried_start_gives_its_lease_back_and_takes_its_own(gpu_pool):
     failed start's GPUs go back to the ledger after its leak check, and the
     retry leases its own, which its engine gives back when retired."""
     GpuStandIn.port_races = 1
-    engine = gpu_pool.get("offline", "m", {}, scenario="s-race", name="m")
+    up = handle(gpu_pool, label="s-race", name="m")
+    engine = up.engine
     assert engine.ready and engine.env[VISIBLE_ENV] == "0"
     [failed] = gpu_pool.retired
     assert failed.served == ["s-race"] and failed.taken_out == [] and failed.engine is not engine
-    [attempt] = gpu_pool.attempts_of(engine)
+    [attempt] = up.attempts
     assert attempt["retried"] == "port race" and attempt["log"] == str(failed.engine.log_path)
-    [up] = gpu_pool.entries.values()
-    assert up.lease is not failed.lease
+    assert list(gpu_pool.handles.values()) == [up] and up.lease is not failed.lease
     held = gpu_pool.ledger.state()["held"]  # the failed start's GPU came back; only the retry's is held
     assert list(held) == ["0"] and held["0"]["holder"] == "s-race" and gpu_pool.ledger.lost() == {}
     gpu_pool.release_since(0)
     assert gpu_pool.ledger.state()["held"] == {} and gpu_pool.ledger.lost() == {}
-    assert _teardown_record(up).evidence["start_attempts"] == [attempt]
+    assert teardown_record(up).evidence["start_attempts"] == [attempt]
 
 
 def test_a_card_lease_is_shared_by_its_engines_one_at_a_time(gpu_pool):
     lease = gpu_pool.card_lease("card l4-22g for m")
-    first = gpu_pool.get("offline", "m", {"gpu_memory_utilization": 0.3}, scenario="c1", name="m", lease=lease)
-    ref = gpu_pool.get("offline", "m", {"gpu_memory_utilization": 0.3, "enable_prefix_caching": False},
-                       scenario="c2", name="m", lease=lease)
-    assert first.env[VISIBLE_ENV] == ref.env[VISIBLE_ENV] == str(lease.devices[0])
-    assert not first.ready and id(first) in gpu_pool.evicted
+    first = handle(gpu_pool, {"gpu_memory_utilization": 0.3}, label="c1", name="m", lease=lease)
+    ref = handle(gpu_pool, {"gpu_memory_utilization": 0.3, "enable_prefix_caching": False},
+                 label="c2", name="m", lease=lease)
+    assert first.engine.env[VISIBLE_ENV] == ref.engine.env[VISIBLE_ENV] == str(lease.devices[0])
+    assert not first.engine.ready and first.evicted
     # the card's GPU stays the card's until it gives it back
     assert gpu_pool.ledger.state()["held"][str(lease.devices[0])]["holder"] == "card l4-22g for m"
     gpu_pool.return_card(lease, {lease.devices[0]: BASE})
@@ -299,8 +307,8 @@ def test_the_cpu_tier_holds_one_engine_turn_while_its_engines_are_up(tmp_path, m
     GpuStandIn.used = {0: [BASE]}
     turn = DeviceLedger.turn(tmp_path / "engine-turn.json")
     pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False, ledger=turn)
-    engine = pool.get("offline", "m", {}, scenario="s1", name="m", env={VISIBLE_ENV: "0"})
-    pool.get("offline", "m", {"x": 1}, scenario="s2", name="m", env={VISIBLE_ENV: "0"})
+    engine = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
+    handle(pool, {"x": 1}, label="s2", name="m", env={VISIBLE_ENV: "0"})
     assert set(turn.state()["held"]) == {"0"} and engine.env == {VISIBLE_ENV: "0"}  # no GPUs given
     pool.release_since(0)
     assert turn.state()["held"] == {}
@@ -312,19 +320,20 @@ class StubPool:
     """Hands out stand-in engines, or raises what it was told to."""
 
     def __init__(self):
-        self.raises, self.calls, self.evicted = None, [], set()
-        self.interpreter = SimpleNamespace(identity={"version": "0.32.0"})
+        self.raises, self.calls = None, []
+        self.interpreter = SimpleNamespace(identity={"version": "0.32.0"}, python="/x/bin/python")
 
-    def get(self, kind, model, args, **kw):
-        self.calls.append(kw)
+    def spec(self, kind, model, args=None, env=None, name="engine"):
+        return EngineSpec(kind, model, self.interpreter.python, dict(args or {}), dict(env or {}), name)
+
+    def get(self, spec, **kw):
+        self.calls.append({**kw, "name": spec.name, "env": spec.env})
         if self.raises:
             raise self.raises
-        return SimpleNamespace(chat=lambda convs, sampling, adapters=None: ["answer"] * len(convs),
-                               mark=lambda: None, observations=None, kind="stub",
-                               control=SimpleNamespace(steering=lambda **steer: contextlib.nullcontext()))
-
-    def watch_of(self, engine):
-        return None
+        engine = SimpleNamespace(chat=lambda convs, sampling, adapters=None: ["answer"] * len(convs),
+                                 mark=lambda: None, observations=None, kind="stub",
+                                 control=SimpleNamespace(steering=lambda **steer: contextlib.nullcontext()))
+        return EngineHandle(engine)
 
 
 @pytest.fixture
@@ -334,7 +343,7 @@ def runner_on_stub():
 
     entry = ModelEntry("gpu", "m", "org/m", frozenset({"text"}), {})
     pool = StubPool()
-    return Runner(entry, "org/m", "family", pool, remote=False, on_engine=lambda e: None), pool
+    return Runner(entry, "org/m", "family", pool, on_engine=lambda e: None), pool
 
 
 def _batch(runner, **kw):
@@ -359,9 +368,10 @@ def test_a_scenario_short_of_gpus_skips_and_one_with_none_left_fails_on_the_leak
 
 def test_an_engine_given_up_to_make_room_is_opened_again(runner_on_stub):
     runner, pool = runner_on_stub
-    first = _batch(runner).engine
+    run = _batch(runner)
+    first = run.engine
     assert _batch(runner).engine is first and len(pool.calls) == 1  # the scenario's engine, reused
-    pool.evicted.add(id(first))
+    run.use.handle.evicted = True  # what the pool says when it retires it to make room
     assert _batch(runner).engine is not first and len(pool.calls) == 2
 
 
@@ -385,6 +395,6 @@ def test_each_workers_engine_logs_carry_its_id(tmp_path, monkeypatch):
     for worker in ("gw0-", "gw1-"):
         pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False,
                           log_prefix=worker)
-        logs.append(pool.get("offline", "m", {}, scenario="s", name="m", env={VISIBLE_ENV: "0"}).log_path.name)
+        logs.append(handle(pool, label="s", name="m", env={VISIBLE_ENV: "0"}).engine.log_path.name)
         pool.close_all()
     assert logs == ["gw0-01-offline-m.log", "gw1-01-offline-m.log"]

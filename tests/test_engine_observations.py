@@ -8,6 +8,7 @@ import pytest
 from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion
 from harness.workloads import audio
+from tests.observed_events import feature_frames
 
 pytestmark = pytest.mark.engine
 
@@ -34,7 +35,7 @@ def test_observations_sit_beside_the_log_and_start_empty(engine):
 
 def test_ragged_batch_is_one_step_and_one_audio_encoder_call(engine, tiny_gemma4):
     work = audio.clip_workload("ragged", RAGGED_S)
-    frames = [audio.feature_frames(str(tiny_gemma4[0]), r.source) for r in work.requests]
+    frames = [feature_frames(str(tiny_gemma4[0]), r.source) for r in work.requests]
     assert len(set(frames)) == 4  # the premise: four different lengths
     offset = engine.observations.mark()
     results = engine.chat([r.conversation for r in work.requests], Sampling(max_tokens=4))

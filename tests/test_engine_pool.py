@@ -1,5 +1,6 @@
 """The engine pool: one start per configuration, a crashed engine replaced
-for the next scenario with the crash kept against the one that saw it."""
+for the next scenario with the crash kept against the one that saw it, each
+seen through the engine's handle."""
 import os
 import signal
 
@@ -18,20 +19,22 @@ def test_shared_start_then_replacement_after_a_crash(tiny_gemma4, interpreter, t
     model, args = tiny_gemma4
     pool = EnginePool(interpreter, tmp_path)
     try:
-        first = pool.get("offline", str(model), args, scenario="s1")
-        assert pool.get("offline", str(model), args, scenario="s2") is first
+        spec = pool.spec("offline", str(model), args)
+        handle = pool.get(spec, label="s1")
+        first = handle.engine
+        assert pool.get(spec, label="s2") is handle
         os.kill(engine_core_pid(first), signal.SIGKILL)
         [r] = first.chat([user("hi")], Sampling(max_tokens=4))
         assert isinstance(r, EngineCrashed)
-        pool.note_crash(first, "s2")
+        handle.record_crash("s2")
 
-        second = pool.get("offline", str(model), args, scenario="s3")
-        assert second is not first
-        assert isinstance(second.chat([user("hi")], Sampling(max_tokens=4))[0], Completion)
+        second = pool.get(spec, label="s3")
+        assert second is not handle and second.engine is not first
+        assert isinstance(second.engine.chat([user("hi")], Sampling(max_tokens=4))[0], Completion)
         retired = pool.retired[0]
-        assert retired.engine is first and retired.crashed_in == "s2"
+        assert retired is handle and retired.crashed_in == "s2"
         assert retired.served == ["s1", "s2"]
-        assert pool.entries[next(iter(pool.entries))].served == ["s3"]
+        assert pool.handles[next(iter(pool.handles))].served == ["s3"]
         assert len(list(tmp_path.glob("*.log"))) == 2  # one log per engine start
     finally:
         assert all(not left for left in pool.close_all().values())

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.engines.pool import EnginePool, PoolEntry
+from harness.engines.pool import EnginePool, EngineHandle
 
 
 class StandInEngine:
@@ -17,58 +17,66 @@ class StandInEngine:
         self.closed = True
         return []
 
+    def settle(self):
+        pass
+
 
 @pytest.fixture
 def pool(tmp_path, monkeypatch):
     pool = EnginePool(SimpleNamespace(python="/x/bin/python", tier="cpu"), tmp_path, watch_memory=False)
     started = []
 
-    def start(kind, model, engine_args, name, env, *scenario_and_devices):
-        started.append(StandInEngine(name))
-        return PoolEntry(started[-1])
+    def start(spec, *label_and_devices):
+        started.append(StandInEngine(spec.name))
+        return EngineHandle(started[-1])
     monkeypatch.setattr(pool, "_start", start)
     pool.started = started
     return pool
 
 
+def get(pool, model, args=None, *, label, env=None, name="engine"):
+    """The engine of an offline spec's handle."""
+    return pool.get(pool.spec("offline", model, args, env, name), label=label).engine
+
+
 def test_same_configuration_is_shared(pool):
-    assert pool.get("offline", "m", {}, scenario="a") is pool.get("offline", "m", {}, scenario="b")
+    assert get(pool, "m", label="a") is get(pool, "m", label="b")
     assert len(pool.started) == 1
 
 
 def test_an_engine_whose_process_died_is_replaced_not_reused(pool):
-    first = pool.get("offline", "m", {}, scenario="a")
+    first = get(pool, "m", label="a")
     first.proc = SimpleNamespace(death=lambda: (-9, "engine process"))
-    second = pool.get("offline", "m", {}, scenario="b")
+    second = get(pool, "m", label="b")
     assert second is not first and first.closed
     assert [e.engine for e in pool.retired] == [first]
 
 
 def test_another_environment_is_another_engine(pool):
-    plain = pool.get("offline", "m", {}, scenario="a", env={})
-    other = pool.get("offline", "m", {}, scenario="b", env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
+    plain = get(pool, "m", label="a", env={})
+    other = get(pool, "m", label="b", env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
     assert other is not plain
-    assert pool.get("offline", "m", {}, scenario="c", env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}) is other
+    assert get(pool, "m", label="c", env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}) is other
 
 
 def test_release_retires_only_what_was_handed_out_since_the_mark(pool):
-    earlier = pool.get("offline", "earlier", {}, scenario="module1")
+    earlier = get(pool, "earlier", label="module1")
     mark = pool.mark()
-    mine = pool.get("offline", "mine", {}, scenario="module2")
+    mine = get(pool, "mine", label="module2")
     released = pool.release_since(mark)
     assert [e.engine for e in released] == [mine] and mine.closed
-    assert not earlier.closed and list(pool.entries.values())[0].engine is earlier
+    assert not earlier.closed and list(pool.handles.values())[0].engine is earlier
     # Handed out again after the mark: released with the module that used it last.
     mark = pool.mark()
-    assert pool.get("offline", "earlier", {}, scenario="module3") is earlier
+    assert get(pool, "earlier", label="module3") is earlier
     assert [e.engine for e in pool.release_since(mark)] == [earlier]
-    assert pool.entries == {}
-    assert pool.get("offline", "mine", {}, scenario="module4") is not mine  # a fresh start
+    assert pool.handles == {}
+    assert get(pool, "mine", label="module4") is not mine  # a fresh start
 
 
 def test_release_by_name_leaves_the_other_models_engines(pool):
     mark = pool.mark()
-    g4 = pool.get("offline", "m4", {}, scenario="s[g4]", name="tiny-gemma4")
-    g3n = pool.get("offline", "m3n", {}, scenario="s[g3n]", name="tiny-gemma3n")
+    g4 = get(pool, "m4", label="s[g4]", name="tiny-gemma4")
+    g3n = get(pool, "m3n", label="s[g3n]", name="tiny-gemma3n")
     assert [e.engine for e in pool.release_since(mark, name="tiny-gemma4")] == [g4]
-    assert not g3n.closed and [e.engine for e in pool.entries.values()] == [g3n]
+    assert not g3n.closed and [e.engine for e in pool.handles.values()] == [g3n]

@@ -16,7 +16,7 @@ from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.pool import EnginePool
 from harness.engines.retry import MEMORY_WAIT_S, Retry, retry_for
 from harness.models import models_for
-from harness.plugins.engines import _teardown_record
+from harness.engines.teardown import teardown_record
 from harness.runner import Runner
 from harness.workloads.text import text_workload
 
@@ -82,7 +82,7 @@ def failing_pool(monkeypatch, interpreter, tmp_path):
     def get(failures: int, log: str):
         env = {"MMHARNESS_STUB_COUNT": str(tmp_path / "starts"), "MMHARNESS_STUB_FAILURES": str(failures),
                "MMHARNESS_STUB_FAILURE": log}
-        return pool.get("offline", "no-model", {}, scenario="s", name="stub", env=env)
+        return pool.get(pool.spec("offline", "no-model", env=env, name="stub"), label="s")
     yield pool, get
     pool.close_all()
 
@@ -91,19 +91,20 @@ def test_a_lost_port_race_is_retried_once_and_shown(failing_pool, tmp_path):
     pool, get = failing_pool
     told = []
     pool.on_start = told.append
-    engine = get(1, PORT_RACE)
+    handle = get(1, PORT_RACE)
+    engine = handle.engine
     assert engine.ready
     assert [(t.log.name, t.outcome) for t in told] == [  # what the progress lines show
         ("01-offline-stub.log", None), ("01-offline-stub.log", "retrying: port race"),
         ("02-offline-stub.log", None), ("02-offline-stub.log", "ready")]
     assert told[1].seconds > 0 and told[3].seconds > 0
-    [attempt] = pool.attempts_of(engine)
+    [attempt] = handle.attempts
     assert attempt["retried"] == "port race" and attempt["cause"] == Cause.STARTUP_FAILED.value
     assert "address already in use" in Path(attempt["log"]).read_text()  # the failed start's own log
     assert Path(attempt["log"]) != engine.log_path
     pool.close_all()
     [entry] = pool.retired
-    assert _teardown_record(entry).evidence["start_attempts"] == [attempt]  # the engine's record shows it
+    assert teardown_record(entry).evidence["start_attempts"] == [attempt]  # the engine's record shows it
 
 
 def test_a_second_failure_is_not_retried(failing_pool, tmp_path):
@@ -118,7 +119,7 @@ def test_a_check_on_an_engine_that_never_started_shows_its_attempts(failing_pool
     pool, get = failing_pool
     env = {"MMHARNESS_STUB_COUNT": str(tmp_path / "starts"), "MMHARNESS_STUB_FAILURES": "5",
            "MMHARNESS_STUB_FAILURE": PORT_RACE}
-    runner = Runner(models_for("cpu")[0], "no-model", "family", pool, remote=False, env=env,
+    runner = Runner(models_for("cpu")[0], "no-model", "family", pool, env=env,
                     on_engine=lambda engine: None)
     run = runner.batch(text_workload(), Sampling())
     with pytest.raises(CheckFailure) as failed:

@@ -62,6 +62,8 @@ def test_sigkill_of_engine_core_mid_batch_is_a_prompt_verdict(engine):
     assert all(isinstance(r, EngineCrashed) for r in results), results
     assert results[0].cause == Cause.ENGINE_DEAD
     assert "EngineCore" in results[0].detail and results[0].log_tail
+    # The verdict came first; the clean-up runs behind it, and close() waits for it.
+    assert engine.close() == []
     assert group_members(pgid) == []
     assert not [p for p in seen if p.is_running() and p.status() != "zombie"]
     with pytest.raises(CheckFailure) as failure:

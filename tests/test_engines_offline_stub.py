@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,27 @@ def test_worker_dead_between_requests_is_a_crash_verdict(stub_engine):
     assert [type(r) for r in results] == [EngineCrashed, EngineCrashed], results
     assert results[0].cause == Cause.ENGINE_DEAD and results[0].signal == "SIGKILL"
     assert "offline worker died" in results[0].detail
+
+
+def test_a_hung_engine_fails_the_alive_check_within_its_bound(stub_engine, monkeypatch):
+    """The alive check waits ALIVE_TIMEOUT_S, not the request bound (600 s):
+    an engine that never answers is a timeout within it, and is given up."""
+    from harness.checks.verdicts import CheckFailure
+    from harness.engines import base
+
+    monkeypatch.setattr(base, "ALIVE_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(stub_engine, "chat", _as_hang(stub_engine.chat))
+    started = time.monotonic()
+    with pytest.raises(CheckFailure) as failure:
+        stub_engine.assert_alive()
+    assert failure.value.cause == Cause.TIMEOUT, failure.value
+    assert time.monotonic() - started < 2.0 + offline.CRASH_GRACE_S + 5
+    assert stub_engine.request_timeout == 600  # the bound held for the alive check only
+
+
+def _as_hang(chat):
+    """The alive check's request, worded so that the stub never answers it."""
+    return lambda conversations, sampling, **kw: chat([[{"role": "user", "content": "hang"}]], sampling, **kw)
 
 
 def test_the_start_up_socket_folder_goes_once_the_worker_is_accepted(stub_engine):

@@ -80,4 +80,6 @@ def test_sigkill_of_engine_core_fails_pending_requests_promptly(server):
     assert verdict_s < 15, verdict_s
     assert all(isinstance(r, EngineCrashed) for r in results), [type(r).__name__ for r in results]
     assert results[0].cause == Cause.ENGINE_DEAD
+    # The verdict came first; the clean-up runs behind it, and close() waits for it.
+    assert server.close() == []
     assert group_members(pgid) == []

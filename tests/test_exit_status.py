@@ -58,7 +58,7 @@ def test_unsupported_is_a_finding_only_where_the_check_passed_last_time():
 def test_a_run_says_which_check_went_unsupported_after_passing(pytester, monkeypatch):
     """End to end: two runs through the plugins sharing a history; the check
     passes, then the engine refuses it: status 1, and the line names it."""
-    pytester.makeconftest('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
+    pytester.makeconftest('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
                           '"harness.plugins.report"]\n')
     pytester.makepyfile(test_suite=(
         "import os\nfrom harness.checks.verdicts import Unsupported\n"
@@ -82,7 +82,7 @@ def test_the_statuses_keep_pytests_meanings():
 
 
 def test_a_run_ends_with_its_status_in_words(pytester):
-    pytester.makeconftest('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
+    pytester.makeconftest('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
                           '"harness.plugins.report"]\n')
     pytester.makepyfile(test_suite="def test_bug(check_record):\n    {}['missing']\n")
     result = pytester.runpytest(f"--results-dir={pytester.path / 'run'}", f"--history={pytester.path / 'h'}")

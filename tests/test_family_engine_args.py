@@ -1,5 +1,5 @@
-"""Engine arguments per scenario family (models.toml [families.<family>] and
-an entry's [<tier>.families.<family>]): the runner merges the entry's, the
+"""Engine arguments per scenario family (models.toml [per_family.<family>] and
+an entry's [<tier>.per_family.<family>]): the runner merges the entry's, the
 family's and the call's own; on the CPU tier the same arguments reach the
 engine as before they moved into the matrix."""
 import pytest
@@ -26,7 +26,7 @@ ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 
 
 def _runner(entry, family) -> Runner:
-    return Runner(entry, "unused-model-path", family, pool=None, remote=False,
+    return Runner(entry, "unused-model-path", family, pool=None,
                   on_engine=lambda engine: None)
 
 
@@ -51,12 +51,12 @@ def test_cpu_engines_get_the_arguments_they_got_before(entry, family):
 def test_call_over_entry_family_over_family_default_over_entry(tmp_path):
     path = tmp_path / "m.toml"
     path.write_text(GOOD + """max_num_seqs = 16
-[cpu.families.test_vision_lora]
+[cpu.per_family.test_vision_lora]
 engine_args = { max_lora_rank = 16 }
-[cpu.families.test_ragged_audio.engine_args]
+[cpu.per_family.test_ragged_audio.engine_args]
 max_num_seqs = 64
 
-[families.test_vision_lora]
+[per_family.test_vision_lora]
 engine_args = { enable_lora = true, max_lora_rank = 8, max_loras = 4 }
 """)
     [entry] = load_matrix(path)["cpu"]
@@ -70,13 +70,13 @@ engine_args = { enable_lora = true, max_lora_rank = 8, max_loras = 4 }
 
 
 @pytest.mark.parametrize("extra, fragment", [
-    ('[cpu.families.test_vision_lroa]\nengine_args = { max_loras = 2 }',
+    ('[cpu.per_family.test_vision_lroa]\nengine_args = { max_loras = 2 }',
      "[[cpu]] entry 1 (a): unknown scenario family 'test_vision_lroa'"),
-    ('[families.vision_lora]\nengine_args = { max_loras = 2 }',
-     "[families]: unknown scenario family 'vision_lora'"),
-    ('[cpu.families.test_vision_lora]\nmax_loras = 2', "families.test_vision_lora must be a table with only"),
-    ('[cpu.families.test_vision_lora]\nengine_args = 2', "families.test_vision_lora must be a table with only"),
-    ('[cpu.families]\ntest_vision_lora = 1', "families.test_vision_lora must be a table with only"),
+    ('[per_family.vision_lora]\nengine_args = { max_loras = 2 }',
+     "[per_family]: unknown scenario family 'vision_lora'"),
+    ('[cpu.per_family.test_vision_lora]\nmax_loras = 2', "per_family.test_vision_lora must be a table with only"),
+    ('[cpu.per_family.test_vision_lora]\nengine_args = 2', "per_family.test_vision_lora must be a table with only"),
+    ('[cpu.per_family]\ntest_vision_lora = 1', "per_family.test_vision_lora must be a table with only"),
 ])
 def test_bad_family_tables_are_one_clear_error(tmp_path, extra, fragment):
     path = tmp_path / "m.toml"
@@ -90,5 +90,5 @@ def test_bad_family_tables_are_one_clear_error(tmp_path, extra, fragment):
 def test_max_lora_rank_in_the_lora_table_says_where_it_went(tmp_path):
     path = tmp_path / "m.toml"
     path.write_text(GOOD.replace('name = "a"', 'name = "a"\nlora = { max_lora_rank = 16 }'))
-    with pytest.raises(ModelMatrixError, match=r"\[cpu.families.test_vision_lora\] engine_args"):
+    with pytest.raises(ModelMatrixError, match=r"\[cpu.per_family.test_vision_lora\] engine_args"):
         load_matrix(path)

@@ -100,3 +100,22 @@ def test_the_folder_listing_reads_as_the_architecture_page_describes_it():
     unnamed = [c for c in children if not any(p.rstrip("/") == c or p.startswith(c.removesuffix(".py") + "/")
                                               or p == c for p in named)]
     assert unnamed == [], "harness/ holds what docs/architecture.md does not describe"
+
+
+def plugin_modules() -> list[str]:
+    """The modules the root conftest registers as pytest plugins."""
+    tree = ast.parse((ROOT / "conftest.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytest_plugins" for t in node.targets):
+            return [ast.literal_eval(element) for element in node.value.elts]
+    raise LookupError("conftest.py sets no pytest_plugins")
+
+
+def test_no_plugin_imports_another_plugin():
+    # Plugins talk through hooks; the helpers they share (common, hookspecs,
+    # retirement) are not plugins.
+    plugins = set(plugin_modules())
+    found = [f"{path.relative_to(ROOT)}:{line}: imports {target}"
+             for path in our_modules() for line, target in imports(path)
+             if target in plugins and module_name(path) != target]
+    assert len(plugins) >= 8 and found == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.engines.base import LogWindow
 from harness.models import models_for
-from harness.plugins.engines import write_log_slice
+from harness.runner.facts import write_log_slice
 from harness.runner.run import EngineUse
 
 
@@ -16,9 +16,9 @@ class _Engine:
         return self.log_path.read_bytes()[window.offset:].decode()
 
 
-def _use(log, scenario="test_encoder_memory[tiny-gemma4]"):
+def _use(log, label="test_encoder_memory[tiny-gemma4]"):
     engine = _Engine(log)
-    return EngineUse("offline", scenario, models_for("cpu")[0], engine=engine,
+    return EngineUse("offline", label, models_for("cpu")[0], engine=engine,
                      window=LogWindow(offset=log.stat().st_size, started=0.0))
 
 
@@ -32,4 +32,4 @@ def test_slices_of_one_scenario_on_two_engines_keep_their_own_lines(tmp_path):
     slices = [write_log_slice(tmp_path / "logs", use) for use in uses]
     assert slices[0] != slices[1]
     assert slices[0].read_text() == "encoder chunk 2 of 24\n"
-    assert slices[1].read_text().startswith("[the engine wrote nothing to its log during this scenario")
+    assert slices[1].read_text().startswith("[the engine wrote nothing to its log during this use")

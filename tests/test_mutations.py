@@ -13,11 +13,21 @@ on the ragged batch, the media cross on the equal batch, the cache fault on
 the reference engine, the 8 kHz refusal on the server; each test reads only
 the checks its fault targets.
 """
+import ast
+from pathlib import Path
+
 import pytest
 
 from tests.scenario_runs import run_scenarios
 
-pytestmark = [pytest.mark.engine, pytest.mark.mutation]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fault_test(test):
+    """A test that switches a fault on inside the real engine."""
+    return pytest.mark.engine(pytest.mark.mutation(test))
+
+
 MODEL = "tiny-gemma4"
 # benchmarks/measure_sensitivity.py on this tier: every clip, image and frame
 # the leaks reach is caught from SENSITIVITY_SCALE; the tests run at 3 times it.
@@ -66,6 +76,7 @@ def assert_failed(rec, cause: str, says: str) -> None:
     assert says in rec.message
 
 
+@fault_test
 def test_mutation_padding_leak_fails_batch_invariance_with_mismatch(fault_run):
     """The fault perturbs every clip shorter than the longest in its encoder
     call by LEAK_SCALE of its embedding's std: all three fail with
@@ -77,6 +88,7 @@ def test_mutation_padding_leak_fails_batch_invariance_with_mismatch(fault_run):
                         for i in range(3)} | {f"test_batch_invariance[clip3-ragged-{MODEL}]": ("pass", None)}
 
 
+@fault_test
 def test_mutation_one_clips_media_in_another_rows_answer_is_named(fault_run):
     """The equal batch's last clip gets the first clip's embedding: it fails
     with mismatch, named as the first clip's answer; the others pass (and
@@ -91,12 +103,14 @@ def test_mutation_one_clips_media_in_another_rows_answer_is_named(fault_run):
         assert len(comparison["rejected"]) == 3, comparison
 
 
+@fault_test
 def test_mutation_single_request_steps_fails_the_one_pass_and_served_together_premises(fault_run):
     records = fault_run("single_steps")
     assert_failed(records[f"test_one_pass[ragged-{MODEL}]"], "premise", "not scheduled in one step")
     assert_failed(records[f"test_concurrent_matches_solo[normal-{MODEL}]"], "premise", "not served together")
 
 
+@fault_test
 def test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception(fault_run):
     records = fault_run("ragged_raise")
     for check in ("test_one_pass", "test_alive_after_batch"):
@@ -107,22 +121,26 @@ def test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception(fau
             "mmharness fault: ragged audio batch" in rec.cause, rec.cause
 
 
+@fault_test
 def test_mutation_reference_from_the_cache_fails_isolation(fault_run):
     records = fault_run("leak_cross_cache_8khz")
     assert_failed(records[f"test_concurrent_matches_solo[normal-{MODEL}]"], "premise", "not isolated")
 
 
+@fault_test
 def test_mutation_8khz_refused_fails_the_edge_check(fault_run):
     records = fault_run("leak_cross_cache_8khz")
     assert_failed(records[f"test_edge_input[{MODEL}-8kHz]"], "http-4xx", "a valid input refused")
 
 
+@fault_test
 def test_mutation_total_passed_as_free_fails_the_call_site_check(fault_run):
     records = fault_run("encoder_faults")
     assert_failed(records[f"test_chunk_from_free_memory[{MODEL}]"],
                   "over-budget: chunk sized from total memory, not free", "passed the total")
 
 
+@fault_test
 def test_mutation_vision_chunk_leak_fails_every_vision_invariance(fault_run):
     """Items after a pass's first are perturbed by LEAK_SCALE of their
     embedding's std, on every engine. Chunks of
@@ -143,18 +161,20 @@ def test_mutation_vision_chunk_leak_fails_every_vision_invariance(fault_run):
     assert "many-" in records[f"test_chunk_boundary_invariance[chunk1-{MODEL}]"].message
 
 
+@fault_test
 def test_mutation_ignored_vision_mlp_lora_is_named_by_its_probes(fault_run):
     """The vision tower's MLP layers are silently left without LoRA inside
-    the engine: the probes on those three families fail naming each, and the
+    the engine: the probes on those three groups fail naming each, and the
     attention probes (untouched by the fault) still pass."""
     records = fault_run("lora_faults")
-    for fam in ("vision.gate", "vision.up", "vision.down"):
-        rec = records[f"test_probe[tp1-{MODEL}-{fam}]"]
-        assert_failed(rec, f"no-effect: {fam}", f"the {fam} family changed nothing for image")
+    for group in ("vision.gate", "vision.up", "vision.down"):
+        rec = records[f"test_probe[tp1-{MODEL}-{group}]"]
+        assert_failed(rec, f"no-effect: {group}", f"the {group} group changed nothing for image")
         assert rec.evidence["hf_premise"].startswith("HF + peft output changed")
     assert {records[f"test_probe[tp1-{MODEL}-vision.{p}]"].verdict for p in "qkvo"} == {"pass"}
 
 
+@fault_test
 def test_mutation_a_base_row_run_under_an_adapter_is_named(fault_run):
     """Base rows of a mixed batch run under the step's first adapter: each
     order's base rows fail with mismatch, named as their input under that
@@ -167,3 +187,114 @@ def test_mutation_a_base_row_run_under_an_adapter_is_named(fault_run):
                        (f"test_mixed_batch[tp1-{MODEL}-lm-tower-tower-base-lm]", "lm")):
         assert_failed(mixed[key], "mismatch", f"it equals its input under {first}")
         assert "@base" in mixed[key].message.split(":")[0]
+
+
+# What shows each scenario check failing: a fault inside the engine (a test
+# of this module), or a crafted input to the same check (another module's
+# test, "path::name"); a check with neither says why. The scenario
+# docstrings state what a check holds; this is the record of its failing.
+SHOWN_TO_FAIL = {
+    "test_ragged_audio.py::test_one_pass": [
+        "test_mutation_single_request_steps_fails_the_one_pass_and_served_together_premises",
+        "test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception"],
+    "test_ragged_audio.py::test_batch_invariance": [
+        "test_mutation_padding_leak_fails_batch_invariance_with_mismatch",
+        "test_mutation_one_clips_media_in_another_rows_answer_is_named"],
+    "test_ragged_audio.py::test_alive_after_batch": [
+        "test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception"],
+    "test_ragged_audio.py::test_concurrent_all_answered": [
+        "tests/test_checks.py::test_completed_fails_on_the_first_unanswered_naming_it"],
+    "test_ragged_audio.py::test_concurrent_matches_solo": [
+        "test_mutation_single_request_steps_fails_the_one_pass_and_served_together_premises",
+        "test_mutation_reference_from_the_cache_fails_isolation"],
+    "test_ragged_audio.py::test_alive_after_load": [
+        "tests/test_checks.py::test_a_dead_engine_fails_with_its_crash_cause_without_being_asked",
+        "tests/test_checks.py::test_an_engine_that_does_not_answer_is_not_alive"],
+    "test_ragged_audio.py::test_edge_input": [
+        "test_mutation_8khz_refused_fails_the_edge_check",
+        "tests/test_checks.py::test_anything_else_fails_naming_the_input"],
+    "test_encoder_memory.py::test_all_answered_without_oom": [
+        "tests/test_checks.py::test_completed_fails_on_the_first_unanswered_naming_it"],
+    "test_encoder_memory.py::test_encoder_chunked_on_card": [
+        "tests/test_card_chunks.py::test_chunked_needs_a_batch_in_more_than_one_pass"],
+    "test_encoder_memory.py::test_batch_invariance_on_card": [
+        "test_mutation_vision_chunk_leak_fails_every_vision_invariance"],
+    "test_encoder_memory.py::test_alive_after_encoder_batch": [
+        "tests/test_checks.py::test_a_dead_engine_fails_with_its_crash_cause_without_being_asked"],
+    "test_encoder_memory.py::test_peak_within_emulated_card": [
+        "tests/test_cards.py::test_budget_check_holds_the_peak_to_the_budget_not_the_capacity"],
+    "test_encoder_memory.py::test_encoder_transient_within_stated_budget": [
+        "tests/test_card_chunks.py::test_transient_held_to_the_stated_budget_where_the_allocator_measured_it",
+        "tests/gpu/test_gpu_encoder_transient.py::test_everything_in_one_pass_against_little_free_memory_is_over_budget"],
+    "test_encoder_memory.py::test_chunk_from_free_memory": [
+        "test_mutation_total_passed_as_free_fails_the_call_site_check"],
+    "test_encoder_memory.py::test_chunk_boundary_invariance": [
+        "test_mutation_vision_chunk_leak_fails_every_vision_invariance"],
+    "test_encoder_memory.py::test_ragged_video_one_pass": [
+        "tests/test_check_vocabulary.py::test_one_pass_needs_every_prompt_in_one_step_and_the_shapes_it_names"],
+    "test_encoder_memory.py::test_ragged_video_invariance": [
+        "test_mutation_vision_chunk_leak_fails_every_vision_invariance"],
+    "test_encoder_memory.py::test_encoder_chunk_budget_contract": [
+        "tests/test_budget_probe.py::test_a_chunk_sized_from_total_memory_is_caught_where_the_card_is_loaded",
+        "tests/test_budget_probe.py::test_a_zero_chunk_is_caught_below_one_images_share",
+        "tests/test_budget_probe.py::test_a_chunk_that_shrinks_by_one_as_free_memory_grows_is_caught_where_it_shrinks"],
+    "test_quantized_load.py::test_engine_agrees_with_the_dequantized_model": [
+        "tests/test_tiny_models_awq.py::test_engine_on_the_quantized_model_agrees_with_hf_on_its_dequantized_twin"],
+    "test_vision_lora.py::test_lora_served": [
+        "tests/test_lora_effects.py::test_any_other_start_up_failure_stays_a_failure",
+        "tests/test_lora_effects.py::test_a_refusal_where_the_matrix_says_lora_is_served_is_a_regression"],
+    "test_vision_lora.py::test_adapter_takes_effect": [
+        "tests/test_lora_effects.py::test_a_probe_that_changes_nothing_names_its_group"],
+    "test_vision_lora.py::test_published_adapters_take_effect": [
+        "tests/test_lora_effects.py::test_a_probe_that_changes_nothing_names_its_group"],
+    "test_vision_lora.py::test_tower_adapter_leaves_text_alone": [
+        "tests/test_lora_effects.py::test_an_adapter_that_reaches_text_it_cannot_see_fails"],
+    "test_vision_lora.py::test_probe": [
+        "test_mutation_ignored_vision_mlp_lora_is_named_by_its_probes"],
+    "test_vision_lora.py::test_hf_agreement": [
+        "tests/test_comparators.py::test_split_beyond_the_measured_margin_fails",
+        "tests/test_lora_effects.py::test_agreement_needs_a_comparator_that_sees_the_adapter"],
+    "test_vision_lora.py::test_mixed_batch": [
+        "test_mutation_a_base_row_run_under_an_adapter_is_named",
+        "tests/test_lora_effects.py::test_one_step_must_hold_every_prompt_under_its_adapter"],
+    "test_vision_lora.py::test_switch_and_reload": [
+        "tests/test_checks.py::test_invariant_fails_a_real_divergence_with_its_position",
+        "tests/test_checks.py::test_power_fails_the_premise_when_a_wrong_answer_is_accepted",
+        "tests/test_engine_lora.py::test_a_refused_load_says_the_servers_reason"],
+    "test_vision_lora.py::test_processor_cache": [
+        "tests/test_check_vocabulary.py::test_a_cache_check_needs_a_hit_for_every_media_item",
+        "tests/test_checks.py::test_invariant_fails_a_real_divergence_with_its_position"],
+    "test_vision_lora.py::test_base_untouched_with_every_slot_full": [
+        "tests/test_lora_effects.py::test_a_base_row_that_ran_under_an_adapter_is_named"],
+    "test_vision_lora.py::test_chunking_under_lora": [
+        "tests/test_lora_effects.py::test_passes_over_the_stated_chunk_fail_over_budget"],
+    "test_vision_lora.py::test_tp_invariance": [
+        "tests/test_lora_effects.py::test_tp_sizes_are_held_to_the_tp_profile_and_every_rank_must_step"],
+    "test_vision_lora.py::test_modalities_mixed": [
+        "tests/test_lora_effects.py::test_one_step_must_hold_every_prompt_under_its_adapter",
+        "tests/test_checks.py::test_invariant_fails_a_real_divergence_with_its_position"],
+}
+
+
+def _functions(path: Path) -> dict[str, ast.FunctionDef]:
+    return {node.name: node for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef)}
+
+
+def scenario_checks() -> set[str]:
+    return {f"{path.name}::{name}" for path in (ROOT / "scenarios").glob("test_*.py")
+            for name in _functions(path) if name.startswith("test_")}
+
+
+def test_every_scenario_check_names_what_shows_it_failing():
+    assert set(SHOWN_TO_FAIL) == scenario_checks()
+    here = _functions(Path(__file__))
+    for check, shown_by in SHOWN_TO_FAIL.items():
+        assert shown_by, check
+        for name in shown_by:
+            path, _, test = name.rpartition("::")
+            functions = _functions(ROOT / path) if path else here
+            assert test in functions, f"{check}: no test {name}"
+            if not path:  # a fault run must read that check's own records
+                source = ast.get_source_segment(Path(__file__).read_text(encoding="utf-8"), functions[test])
+                assert check.split("::")[1] in source, f"{test} reads no record of {check}"

@@ -165,7 +165,7 @@ def test_only_the_runs_gpus_count_and_they_must_exist(fake_nvml):
 
 
 def test_a_familys_engine_arguments_raise_the_share_asked_for(fake_nvml):
-    entry = replace(GPU["gemma-4-e2b"], families={"test_vision_lora": {"gpu_memory_utilization": 0.97}})
+    entry = replace(GPU["gemma-4-e2b"], per_family={"test_vision_lora": {"gpu_memory_utilization": 0.97}})
     free_76_of_80 = _nvml_with(fake_nvml, used_gib=4)
     assert gpu_problems((entry,), free_76_of_80, families=("test_ragged_audio",)) == []
     [problem] = gpu_problems((entry,), _nvml_with(fake_nvml, used_gib=4),
@@ -247,8 +247,8 @@ def test_the_interpreters_probe_waits_until_the_instant_checks_pass(monkeypatch)
 
 def test_under_xdist_the_controller_checks_before_any_worker_starts(pytester):
     """Only xdist's workers collect: the controller checks what the options select."""
-    pytester.makeconftest('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
-                          '"harness.plugins.engines", "harness.plugins.preflight"]\n')
+    pytester.makeconftest('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
+                          '"harness.plugins.matrix", "harness.plugins.engines", "harness.plugins.preflight"]\n')
     pytester.makepyfile(test_family="def test_check(model_entry, check_record):\n    pass\n")
     result = pytester.runpytest("-p", "xdist", "-n", "2", "--engine-url", "http://127.0.0.1:1",
                                 f"--results-dir={pytester.path / 'run'}")

@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 
-PLUGINS = ('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", "harness.plugins.report", '
+PLUGINS = ('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", "harness.plugins.report", '
            '"harness.plugins.progress"]\n')
 
 FAMILY_A = '''

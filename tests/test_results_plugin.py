@@ -20,7 +20,7 @@ pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 # With the progress plugin, so that xdist runs show it does not break them.
-PLUGINS = ('pytest_plugins = ["harness.plugins.run", "harness.plugins.records", '
+PLUGINS = ('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
            '"harness.plugins.report", "harness.plugins.progress"]\n')
 
 SUITE = '''

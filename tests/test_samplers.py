@@ -8,10 +8,13 @@ arithmetic and PID-attribution logic; they say nothing about a real driver
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from array import array
+from pathlib import Path
 
 import psutil
 import pytest
@@ -247,6 +250,44 @@ def test_a_failing_backend_surfaces_at_stop():
     assert isinstance(info.value.__cause__, OSError)
 
 
+def test_a_slow_refresh_never_delays_a_tick():
+    class SlowRefresh(SettableSampler):
+        def _refresh(self):
+            if self.running:
+                time.sleep(0.3)  # a tree walk stalled behind a busy engine
+
+    s = SlowRefresh()
+    s.refresh_interval_s = 0.05
+    s.reading = {"a": 1}
+    s.start()
+    time.sleep(0.6)
+    result = s.stop()
+    # 200 Hz for 0.6 s; a tick that waited for each refresh would make about 3
+    assert result.ticks >= 40, result.ticks
+
+
+def _policy(tid: int) -> int:
+    """The scheduling policy of one thread of this process (0: normal, 1: FIFO)."""
+    return int(Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[38])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_the_sampler_threads_ask_for_priority_and_the_caller_keeps_its_own():
+    s = SettableSampler().start()
+    time.sleep(0.1)  # the threads set their own priority as they begin
+    policy = _policy(s._thread.native_id)
+    result = s.stop()
+    got = result.meta["priority"]
+    assert result.meta["refresh_priority"] == got
+    assert got in ("SCHED_FIFO 1", "nice -10") or got.startswith("normal (refused"), got
+    assert policy == (1 if got.startswith("SCHED_FIFO") else 0)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread is untouched
+    plain = SettableSampler()
+    plain.raise_priority = False
+    plain.start()
+    assert plain.stop().meta["priority"] == "normal"
+
+
 def test_rate_must_be_positive():
     with pytest.raises(ValueError):
         Sampler(rate_hz=0)
@@ -329,7 +370,7 @@ def test_leak_verdict_names_the_scenarios_and_figures():
     assert "scen_a[gemma4], scen_b[gemma4]" in verdict.message
     assert "gpu0 used memory: 800.0 MiB over baseline" in verdict.message
     assert verdict.evidence()["recoveries"][0]["excess"] == 800 << 20
-    assert verdict.evidence()["scenarios"] == ["scen_a[gemma4]", "scen_b[gemma4]"]
+    assert verdict.evidence()["uses"] == ["scen_a[gemma4]", "scen_b[gemma4]"]
 
 
 def test_leak_verdict_within_margin_is_ok_with_no_cause():
@@ -354,7 +395,7 @@ def test_host_teardown_passes_when_the_tree_and_its_segments_are_gone(child):
     sampler.stop()
     child.close()
     assert sampler.shm_seen - before  # the segment was seen while it lived
-    verdict = check_host_teardown(sampler.pids_seen, sampler.shm_seen - before, scenarios=["s1"],
+    verdict = check_host_teardown(sampler.pids_seen, sampler.shm_seen - before, uses=["s1"],
                                   timeout_s=10)
     assert (verdict.ok, verdict.cause, verdict.survivors) == (True, None, [])
 
@@ -367,7 +408,7 @@ def test_host_teardown_fails_on_a_segment_the_engine_left(child):
     child.close()  # exits without unlinking: the segment outlives it
     try:
         verdict = check_host_teardown(sampler.pids_seen, sampler.shm_seen - before,
-                                      scenarios=["s1"], timeout_s=0.5)
+                                      uses=["s1"], timeout_s=0.5)
         assert (verdict.ok, verdict.cause) == (False, Cause.LEAK)
         assert "engine shared memory in /dev/shm: 3.8 MiB over baseline" in verdict.message
         assert f"held by {name}" in verdict.message
@@ -403,7 +444,7 @@ def test_host_teardown_fails_on_a_surviving_process(child):
     child.proc.kill()  # the root dies without reaping: its child is orphaned, alive
     child.proc.wait()
     try:
-        verdict = check_host_teardown(sampler.pids_seen, set(), scenarios=["s1"], timeout_s=0.5)
+        verdict = check_host_teardown(sampler.pids_seen, set(), uses=["s1"], timeout_s=0.5)
         assert (verdict.ok, verdict.cause) == (False, Cause.LEAK)
         assert f"process {orphan.pid}" in verdict.message
         assert [p["pid"] for p in verdict.evidence()["survivors"]] == [orphan.pid]
@@ -413,11 +454,11 @@ def test_host_teardown_fails_on_a_surviving_process(child):
 
 def test_fake_nvml_gpu_teardown_leak_and_recovery(fake_nvml):
     with Nvml(fake_nvml([3 << 30, 2 << 30, 1 << 30], {})) as nvml:
-        ok = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=0, timeout_s=10,
+        ok = check_gpu_teardown({0: 1 << 30}, uses=["s"], margin_bytes=0, timeout_s=10,
                                 nvml=nvml)
     assert ok.ok and ok.recoveries[0].final == 1 << 30
     with Nvml(fake_nvml([3 << 30], {})) as nvml:
-        leak = check_gpu_teardown({0: 1 << 30}, scenarios=["s"], margin_bytes=256 << 20, timeout_s=0,
+        leak = check_gpu_teardown({0: 1 << 30}, uses=["s"], margin_bytes=256 << 20, timeout_s=0,
                                   nvml=nvml)
     assert (leak.ok, leak.cause) == (False, Cause.LEAK)
     assert leak.evidence()["recoveries"][0]["excess"] == 2 << 30

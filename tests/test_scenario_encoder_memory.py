@@ -83,7 +83,7 @@ def test_engine_teardown_is_a_check_naming_what_it_served(family):
     records, _, _ = family
     teardowns = [r for k, r in records.items() if r.family == "engine_teardown"]
     assert teardowns and all(t.verdict == "pass" and t.evidence["survivors"] == [] for t in teardowns)
-    served = {s for t in teardowns for s in t.evidence["scenarios"]}
+    served = {s for t in teardowns for s in t.evidence["uses"]}
     assert {f"test_encoder_memory[{MODEL}]", f"test_encoder_memory[{MODEL}-reference]"} <= served
 
 

@@ -5,7 +5,9 @@ since then only checks that could not fail have gone (test_premise_lengths
 and test_non_empty, folded into test_one_pass and the invariance checks),
 and the low-memory family's per-shape image invariance became one check of
 every prompt per chunk setting (test_batch_invariance_on_card,
-test_chunk_boundary_invariance)."""
+test_chunk_boundary_invariance), and the vision-LoRA family's TP sizes an
+entry never runs (its `lora.tp_sizes`) are no longer collected. The ids are
+`make run`'s selection (`--stress`)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.parametrize("tier", ["cpu", "gpu"])
 def test_scenario_check_ids_are_unchanged(tier):
-    out = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q",
+    out = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", "--stress",
                           "--tier", tier], cwd=ROOT, capture_output=True, text=True, timeout=300)
     collected = [line for line in out.stdout.splitlines() if "::" in line]
     expected = (ROOT / "tests" / "data" / f"scenario_check_ids_{tier}.txt").read_text().splitlines()
@@ -52,3 +54,14 @@ def test_model_selects_entries_by_exact_name():
     bad = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", "--model", "nope"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == pytest.ExitCode.USAGE_ERROR and "no cpu-tier entry named ['nope']" in bad.stderr
+
+
+def test_a_tp_size_in_k_selects_that_size_only():
+    """The harness's own runs select TP 1 with `-k tp1`; -k also matches
+    marker names, so no marker may name a TP size (a TP 2 engine is about
+    12x slower on the CPU tier)."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "scenarios/test_vision_lora.py", "--collect-only", "-q",
+                          "--model", "tiny-gemma4", "-k", "tp1"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    ids = [line for line in out.stdout.splitlines() if "::" in line]
+    assert ids and all("[tp1-" in i for i in ids), [i for i in ids if "[tp1-" not in i]

@@ -42,7 +42,7 @@ def test_engine_passes_are_reported_as_passes(family):
         for check in ("test_concurrent_all_answered", "test_concurrent_matches_solo",
                       "test_alive_after_load"):
             assert records[f"{check}[normal-{model}]"]["verdict"] == "pass"
-            assert records[f"{check}[stress-{model}]"]["verdict"] == "skip"
+            assert f"{check}[stress-{model}]" not in records  # not collected without --stress
 
 
 def test_the_premise_is_what_the_engine_recorded(family):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.lora.families import FAMILIES
+from harness.lora.groups import MODULE_GROUPS
 from tests.scenario_runs import run_scenarios
 
 pytestmark = pytest.mark.engine
@@ -45,9 +45,9 @@ def test_every_gemma4_check_holds_or_is_a_registered_finding(family):
     assert len(checks) > 20
     assert not bad, bad
     skipped = {k: r.message for k, r in checks.items() if r.verdict == "skip"}
-    # Only the families this build lacks, the TP-invariance reference, and
+    # Only the module groups this build lacks, the TP-invariance reference, and
     # published adapters (none named for a tiny build).
-    assert {k for k in skipped} == {f"test_probe[tp1-{MODEL}-{f}]" for f, fam in FAMILIES.items()
+    assert {k for k in skipped} == {f"test_probe[tp1-{MODEL}-{f}]" for f, fam in MODULE_GROUPS.items()
                                     if fam.part == "audio"} | {f"test_tp_invariance[tp1-{MODEL}]",
                                                                f"test_published_adapters_take_effect[tp1-{MODEL}]"}, skipped
 
@@ -101,19 +101,19 @@ def test_chunking_under_tower_lora_is_reported(family):
     assert rec.params["card"] == "l4-22g" and rec.evidence["how"] == "emulated memory query"
 
 
-def test_the_families_name_the_layers_vllm_wraps(family):
+def test_the_module_groups_name_the_layers_vllm_wraps(family):
     """What the engine's LoRA manager wrapped (observed in the engine, the
-    `lora_modules` event): every vision, connector and language family
+    `lora_modules` event): every vision, connector and language group
     present in the tiny Gemma4 matches the layers vLLM wrapped, so a probe
     targets what the engine really adapts."""
     import re
 
-    from harness.engines.observations import wrapped_lora_modules
+    from tests.observed_events import wrapped_lora_modules
     _, _, run_dir = family
     events = [json.loads(line) for path in sorted((run_dir / "engines").glob("*tiny-gemma4.observe.jsonl"))
               for line in path.read_text().splitlines() if line.strip()]
     wrapped = wrapped_lora_modules(events)
     assert wrapped, "no engine reported the layers it wrapped"
-    for name, fam in FAMILIES.items():
-        if fam.part in ("vision", "language") or name == "connector.vision":
-            assert [m for m in wrapped if re.fullmatch(fam.vllm_pattern, m)], (name, wrapped)
+    for name, group in MODULE_GROUPS.items():
+        if group.part in ("vision", "language") or name == "connector.vision":
+            assert [m for m in wrapped if re.fullmatch(group.vllm_pattern, m)], (name, wrapped)

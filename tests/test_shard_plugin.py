@@ -21,7 +21,7 @@ from harness.results.run import RunResults
 ROOT = Path(__file__).resolve().parents[1]
 
 SUITE = {
-    "conftest.py": 'pytest_plugins = ["harness.plugins.run", "harness.plugins.records", "harness.plugins.shard"]\n',
+    "conftest.py": 'pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", "harness.plugins.shard"]\n',
     "scenarios/conftest.py": '''
 import collections
 import pytest
@@ -153,26 +153,37 @@ def test_a_bad_shard_value_stops_the_run(suite):
 
 CHECKER = """
 from harness.models import models_for
-from harness.plugins.engines import LAST_CHECKS
+from harness.plugins.engines import ENGINES
 from harness.plugins.retirement import engine_group_key
 from harness.shards import group_of_check_id
+import pytest
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
     kept = {item.nodeid for item in session.items}
-    ends = session.config.stash[LAST_CHECKS]
+    ends = session.config.stash[ENGINES].last_checks
     print("LAST CHECKS KEPT", len(ends), all(nodeid in kept for nodeid in ends), len(kept))
     names = [e.name for e in models_for("cpu")]
     print("KEYS AGREE", all(engine_group_key(i) == group_of_check_id(i.nodeid, names) for i in session.items))
 """
 
 
-def test_engines_are_retired_after_the_last_check_the_shard_kept(tmp_path):
+# The root conftest's plugins, last first: registered this way by -p before
+# the conftest lists them, so whatever rests on registration order shows.
+REVERSED = [arg for plugin in ["progress", "preflight", "card", "engines", "shard", "report", "records", "run", "hooks"]
+            for arg in ("-p", f"harness.plugins.{plugin}")]
+
+
+@pytest.mark.parametrize("order", [[], REVERSED], ids=["conftest-order", "reverse-order"])
+def test_engines_are_retired_after_the_last_check_the_shard_kept(tmp_path, order):
     """The engines plugin notes each group's last check after the shard
-    has deselected: noted on a check of another shard, an engine would
-    outlive its group. And an item's group, from its parameters, is the
-    one its id reads as (the reading the id-list tests and the benchmark use)."""
+    has deselected, whatever order the plugins were registered in: noted on
+    a check of another shard, an engine would outlive its group. And an
+    item's group, from its parameters, is the one its id reads as (the
+    reading the id-list tests and the benchmark use)."""
     (tmp_path / "shard_checker.py").write_text(CHECKER)
-    done = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", "-p", "shard_checker",
+    done = subprocess.run([sys.executable, "-m", "pytest", "scenarios", "--collect-only", "-q", *order,
+                           "-p", "shard_checker",
                            "-p", "no:cacheprovider", "--shard=2/3", "--history", str(tmp_path / "none.jsonl")],
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True,
                           text=True, timeout=120)

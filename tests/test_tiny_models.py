@@ -32,7 +32,7 @@ from harness.models import models_for
 from harness.references.hf import HfReference
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
-from harness.runner.run import EngineUse, Run
+from harness.runner.run import EngineUse, Run, Sent
 from harness.workloads.chat import audio_part, image_part, user, video_part, with_uuids
 from harness.workloads.request import Request, Workload
 
@@ -440,12 +440,9 @@ def test_two_identical_clips_in_one_workload_fail_the_power_premise(engine_run):
     twin = engine_run.chats["audio-a"]
     work = Workload("twins", (Request("clip0", twin, {}), Request("clip1", twin, {})))
     engine = SimpleNamespace(kind="offline", identity=engine_run.identity)
-    runs = []
-    for how, outcomes in zip(("batch", "each_alone"), engine_run.twins):
-        run = Run(how, work)
-        run._use = EngineUse("offline", "twins", engine_run.entry, engine=engine, args=engine_run.entry.engine_args)
-        run._outcomes = outcomes
-        runs.append(run)
+    use = EngineUse("offline", "twins", engine_run.entry, engine=engine, args=engine_run.entry.engine_args)
+    runs = [Run.sent(how, work, Sent(use, outcomes)) for how, outcomes in zip(("batch", "each_alone"),
+                                                                               engine_run.twins)]
     check = Check(CheckRecord(id="twins", family="test_ragged_audio", model=engine_run.entry.name))
     with pytest.raises(CheckFailure) as failure:
         check.all_invariant(*runs)

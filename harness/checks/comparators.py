@@ -160,18 +160,9 @@ def _after(splits: list[Split]) -> str:
 
 # --- what the noise benchmarks measure ----------------------------------------
 
-def chosen_logprob_deltas(left: Greedy, right: Greedy) -> list[float]:
-    """|Δ logprob| of the chosen token at each position before the first split."""
-    out = []
-    for ta, tb, la, lb in zip(left.token_ids, right.token_ids, left.logprobs, right.logprobs):
-        if ta != tb:
-            break
-        out.append(abs(la[ta] - lb[tb]))
-    return out
-
-
 def chosen_logprob_steps(left: Greedy, right: Greedy) -> list[float]:
-    """The same, in bf16 steps of the logprob's size (a profile's unit)."""
+    """|Δ logprob| of the chosen token at each position before the first
+    split, in bf16 steps of the logprob's size (a profile's unit)."""
     return [abs(la[ta] - lb[ta]) / (BF16_STEP * max(1.0, abs(la[ta])))
             for ta, tb, la, lb in _before_split(left, right)]
 

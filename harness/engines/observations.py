@@ -47,19 +47,6 @@ def side_file(log_path: Path) -> Path:
     return log_path.with_name(log_path.stem + ".observe.jsonl")
 
 
-def step_adapters(events: list[dict]) -> list[dict[str, str | None]]:
-    """Per step of a LoRA engine, the adapter each scheduled request ran under
-    (None: the base model); steps of an engine without LoRA are left out."""
-    return [e["loras"] for e in events if e.get("event") == "step" and "loras" in e]
-
-
-def wrapped_lora_modules(events: list[dict]) -> list[str] | None:
-    """The layers the engine's LoRA manager wrapped (the last report); None
-    when the events hold no report (no LoRA, or not observed since start)."""
-    reports = [e for e in events if e.get("event") == "lora_modules"]
-    return list(reports[-1]["modules"]) if reports else None
-
-
 class Observations:
     def __init__(self, path: Path | None):
         self.path = path

@@ -158,17 +158,17 @@ class OfflineEngine(Engine):
             reply = self._await(time.monotonic() + self.request_timeout)
         except _Died as e:
             crash = self._crash(e.returncode, e.what)
-            self.close(grace=CRASH_GRACE_S)
+            self._give_up()
             return [crash] * n
         except _TimedOut:
             self._crash(None, "no answer in time; engine", timed_out=True)
-            self.close(grace=CRASH_GRACE_S)
+            self._give_up()
             return [RequestTimedOut(self.request_timeout)] * n
         if "ok" in reply:
             return [Completion(**o) for o in reply["ok"]]
         if reply.get("dead"):
             crash = self._crash(self.proc.popen.poll(), f"engine core ({reply['error']})")
-            self.close(grace=CRASH_GRACE_S)
+            self._give_up()
             return [crash] * n
         return [Rejected(status=None, message=f"{reply['error']}: {reply['message']}")] * n
 
@@ -186,7 +186,7 @@ class OfflineEngine(Engine):
         except subprocess.TimeoutExpired:
             return None
 
-    def close(self, grace: float = 10.0) -> list[int]:
+    def _teardown(self, grace: float) -> list[int]:
         survivors: list[int] = []
         if self.proc is not None:
             if self._conn is not None and self.proc.popen.poll() is None and not self.crashed:

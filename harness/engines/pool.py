@@ -1,10 +1,13 @@
-"""Engines shared across scenarios, keyed on (kind, model, engine args,
-python, environment).
+"""Engines shared across scenarios, keyed on their spec (kind, model,
+interpreter, engine args, environment): `get(spec)` hands out the engine's
+handle, which carries the engine and what the pool knows of it (its
+memory watch, its failed starts, the engine use it crashed in, whether it was
+evicted), so no caller looks an engine up again.
 
 Scenarios with the same configuration share one engine start. A crashed
-engine, or one whose processes died, is replaced for the next scenario; the
-crash stays recorded against the scenario that saw it (see `served`). The
-pool cannot see which scenarios come later: its user releases the engines it
+engine, or one whose processes died, is replaced for the next use; the
+crash stays recorded against the use that saw it (see `served`). The
+pool cannot see which uses come later: its user releases the engines it
 no longer needs (`mark` then `release_since`), so that engines do not pile
 up in memory across a run.
 
@@ -12,7 +15,7 @@ With a device ledger (harness.engines.devices), on the GPU tier each engine
 holds a lease of its own GPUs, sees only them, and gives them back after its
 leak check: a GPU whose memory did not come back is taken out of the run. An
 engine that cannot get its GPUs first makes room by retiring this pool's
-other engines (`evicted` names them). A card's GPU is leased by the card
+other engines (their handles say `evicted`). A card's GPU is leased by the card
 (`card_lease`, `return_card`) and its engines run there one at a time. On
 the CPU tier the pool holds the engine turn while any of its engines is up.
 """
@@ -37,11 +40,35 @@ from harness.files import slug
 from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_teardown
 from harness.memory.watch import MemoryWatch
 
-KINDS = ("offline", "server")
+KINDS = ("offline", "server", "remote")
 
 
-@dataclass
-class PoolEntry:
+@dataclass(frozen=True)
+class EngineSpec:
+    """What an engine is: its kind (offline, server, or remote: a server the
+    harness did not start, whose URL is the model), the model, the
+    interpreter that runs it, its arguments and extra environment, and the
+    name its logs and records use. Engines of one `key` are one engine."""
+    kind: str
+    model: str
+    python: str
+    args: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
+    name: str = "engine"
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown engine kind {self.kind!r}; known: {list(KINDS)}")
+
+    @property
+    def key(self) -> str:
+        return json.dumps([self.kind, self.model, self.args, str(self.python), self.env], sort_keys=True,
+                          default=str)
+
+
+@dataclass(eq=False)
+class EngineHandle:
+    """An engine's handle: the engine, and what the pool knows of it."""
     engine: Engine
     watch: MemoryWatch | None = None
     served: list[str] = field(default_factory=list)
@@ -60,6 +87,13 @@ class PoolEntry:
     taken_out: list[int] = field(default_factory=list)
     # The failed starts before this engine came up, each retried (harness.engines.retry).
     attempts: list[dict] = field(default_factory=list)
+    # Retired to make room for another engine: its user must get a new one.
+    evicted: bool = False
+
+    def record_crash(self, label: str) -> None:
+        """The engine use that saw the engine crash (the first one)."""
+        if self.crashed_in is None:
+            self.crashed_in = label
 
 
 @dataclass(frozen=True)
@@ -70,10 +104,6 @@ class EngineStart:
     log: Path
     seconds: float | None = None  # None: it has just begun
     outcome: str | None = None    # "ready", "retrying: <reason>", "failed: <cause>"
-
-
-def config_key(kind: str, model: str, engine_args: dict, python: Path, env: dict | None = None) -> str:
-    return json.dumps([kind, model, engine_args, str(python), env or {}], sort_keys=True, default=str)
 
 
 def _reusable(engine: Engine) -> bool:
@@ -87,12 +117,11 @@ def _reusable(engine: Engine) -> bool:
 
 class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
-                 remote_url: str | None = None, start_timeout: float = 600,
-                 request_timeout: float = 600, watch_memory: bool = True,
+                 start_timeout: float = 600, request_timeout: float = 600, watch_memory: bool = True,
                  ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S,
                  log_prefix: str = ""):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
-        self.ledger = None if remote_url else ledger
+        self.ledger = ledger
         # Before each engine log's number: an xdist worker's id, so that two
         # workers' engines never share a log (nor a teardown record's id).
         self.log_prefix = log_prefix
@@ -100,81 +129,82 @@ class EnginePool:
         # A card's GPUs its engines left unrecovered, taken out when the card gives it back.
         self._card_losses: dict[Lease, dict[int, str]] = {}
         self._returned: set[Lease] = set()
-        self.evicted: set[int] = set()  # id() of engines retired to make room for another
         self.watch_memory, self.leak_wait_s = watch_memory, leak_wait_s
         # Harness processes on the device (the card ballast): they prove NVML's
         # pids comparable with ours, and are never counted as the engine's.
         self.own_pids: list[int] = []
-        self.remote_url = remote_url
         self.start_timeout, self.request_timeout = start_timeout, request_timeout
-        self.entries: dict[str, PoolEntry] = {}
-        self.retired: list[PoolEntry] = []
+        self.handles: dict[str, EngineHandle] = {}
+        self.retired: list[EngineHandle] = []
         self._count = 0
         self._handed_out = 0
         self._interrupted = False
         # Told when each engine start begins and ends (progress lines).
         self.on_start: Callable[[EngineStart], None] = lambda start: None
 
-    def get(self, kind: str, model: str, engine_args: dict, *, scenario: str,
-            name: str = "engine", env: dict | None = None, gpus: int = 1,
-            lease: Lease | None = None) -> Engine:
-        """A ready engine for this configuration, started or reused. With a
-        ledger on the GPU tier it runs on `gpus` GPUs of its own, or on a
+    def spec(self, kind: str, model: str, args: dict | None = None, env: dict | None = None,
+             name: str = "engine") -> EngineSpec:
+        """A spec of an engine run by this pool's interpreter."""
+        return EngineSpec(kind, model, str(self.interpreter.python), dict(args or {}), dict(env or {}), name)
+
+    def get(self, spec: EngineSpec, *, label: str, gpus: int = 1, lease: Lease | None = None) -> EngineHandle:
+        """The handle of a ready engine of this spec, started or reused. With
+        a ledger on the GPU tier it runs on `gpus` GPUs of its own, or on a
         card's `lease`. Raises NotHostable when the run cannot give the GPUs,
         NoDeviceLeft when leaks took out every GPU."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown engine kind {kind!r}; known: {list(KINDS)}")
-        if self.remote_url:
-            kind, model, engine_args = "remote", self.remote_url, {}
-        key = config_key(kind, model, engine_args, self.interpreter.python, env)
-        entry = self.entries.get(key)
-        if entry and not _reusable(entry.engine):
-            self._retire(self.entries.pop(key), grace=0.2)
-            entry = None
-        if entry is None:
-            entry = self._start(kind, model, engine_args, name, env or {}, scenario, gpus, lease)
-            self.entries[key] = entry
-        entry.served.append(scenario)
+        handle = self.handles.get(spec.key)
+        if handle and not _reusable(handle.engine):
+            self._retire(self.handles.pop(spec.key), grace=0.2)
+            handle = None
+        if handle is None:
+            handle = self._start(spec, label, gpus, lease)
+            self.handles[spec.key] = handle
+        handle.served.append(label)
         self._handed_out += 1
-        entry.last_handed_out = self._handed_out
-        return entry.engine
-
-    def attempts_of(self, engine: Engine) -> list[dict]:
-        """The failed starts before this engine came up (each retried)."""
-        return next((e.attempts for e in [*self.entries.values(), *self.retired] if e.engine is engine), [])
+        handle.last_handed_out = self._handed_out
+        return handle
 
     def mark(self) -> int:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
         return self._handed_out
 
-    def release_since(self, mark: int, *, name: str | None = None) -> list[PoolEntry]:
+    def release_since(self, mark: int, *, name: str | None = None) -> list[EngineHandle]:
         """Retire the engines handed out since `mark` (a module's, when its
         checks are done), only those called `name` if given (one model's),
         and run their leak checks at once."""
-        keys = [k for k, e in self.entries.items()
+        keys = [k for k, e in self.handles.items()
                 if e.last_handed_out > mark and (name is None or e.engine.name == name)]
-        released = [self.entries.pop(k) for k in keys]
-        for entry in released:
-            self._retire(entry)
-        for entry in released:
-            self._settle(entry)
+        released = [self.handles.pop(k) for k in keys]
+        self._settle_give_ups()
+        for handle in released:
+            self._retire(handle)
+        for handle in released:
+            self._settle(handle)
         self._end_turn()
         return released
 
-    def _start(self, kind, model, engine_args, name, env, scenario, gpus, lease) -> PoolEntry:
+    def _settle_give_ups(self) -> None:
+        """A crashed engine's tear-down runs behind its verdict: let it end
+        before another engine starts or is torn down."""
+        for handle in self.handles.values():
+            handle.engine.settle()
+
+    def _start(self, spec: EngineSpec, label: str, gpus: int, lease: Lease | None) -> EngineHandle:
         """Start an engine; a start-up failure of the infrastructure (a port
         race, memory not yet free) is tried once more, never anything else.
         Every failed start keeps its own log and is listed in `attempts`, of
-        the entry or of the failure raised. A failed start gives its devices
+        the handle or of the failure raised. A failed start gives its devices
         back (after its leak check) before the next one takes its own."""
         attempts: list[dict] = []
+        self._settle_give_ups()
         while True:
             self._count += 1
+            kind, name = spec.kind, spec.name
             log = self.logs_dir / f"{self.log_prefix}{self._count:02d}-{kind}-{slug(name, 80)}.log"
             self.on_start(EngineStart(kind, name, log))
             began = time.monotonic()
             try:
-                entry = self._start_once(kind, model, engine_args, name, env, log, scenario, gpus, lease)
+                handle = self._start_once(spec, log, label, gpus, lease)
             except EngineStartupFailed as e:
                 retry = None if attempts else retry_for(e.crash)
                 attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
@@ -187,22 +217,22 @@ class EnginePool:
                 time.sleep(retry.delay_s)
                 continue
             self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready"))
-            entry.attempts = attempts
-            return entry
+            handle.attempts = attempts
+            return handle
 
-    def _start_once(self, kind, model, engine_args, name, env, log: Path, scenario, gpus, lease) -> PoolEntry:
-        if kind == "remote":
-            return PoolEntry(RemoteEngine(model, name=name, request_timeout=self.request_timeout).start())
-        lease, owns = self._devices_for(scenario, gpus, lease)
-        cls = OfflineEngine if kind == "offline" else ServerEngine
-        engine = cls(model, engine_args, self.interpreter, log, name=name,
-                     env={**env, **(lease.env() if lease else {})},
+    def _start_once(self, spec: EngineSpec, log: Path, label: str, gpus: int, lease: Lease | None) -> EngineHandle:
+        if spec.kind == "remote":
+            return EngineHandle(RemoteEngine(spec.model, name=spec.name, request_timeout=self.request_timeout).start())
+        lease, owns = self._devices_for(label, gpus, lease)
+        cls = OfflineEngine if spec.kind == "offline" else ServerEngine
+        engine = cls(spec.model, spec.args, self.interpreter, log, name=spec.name,
+                     env={**spec.env, **(lease.env() if lease else {})},
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
         watch = (MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids), wait_s=self.leak_wait_s,
                              devices=lease.devices if lease else None) if self.watch_memory else None)
         if watch:
             watch.before_start()
-        entry = PoolEntry(engine, watch, lease=lease, owns_lease=owns)
+        handle = EngineHandle(engine, watch, lease=lease, owns_lease=owns)
         try:
             engine.start()
         except KeyboardInterrupt:  # Ctrl-C while it starts: nothing of it may outlive the run
@@ -210,17 +240,17 @@ class EnginePool:
             raise
         except EngineStartupFailed:
             if lease:  # its GPUs come back once their memory has, or are taken out against it
-                entry.served.append(scenario)
-                self.retired.append(entry)
-                self._settle(entry)
+                handle.served.append(label)
+                self.retired.append(handle)
+                self._settle(handle)
             self._end_turn()
             raise
         if watch:
             watch.start(engine.proc.pid)
-        return entry
+        return handle
 
     # --- devices -------------------------------------------------------------------
-    def _devices_for(self, scenario: str, gpus: int, lease: Lease | None) -> tuple[Lease | None, bool]:
+    def _devices_for(self, label: str, gpus: int, lease: Lease | None) -> tuple[Lease | None, bool]:
         """The GPUs a new engine runs on (GPU tier), or the engine turn taken (CPU tier)."""
         if self.ledger is None:
             return None, True
@@ -229,46 +259,46 @@ class EnginePool:
                 self._turn = self.ledger.acquire(1, f"engines of pid {os.getpid()}")
             return None, True
         if lease is not None:  # one card, one engine on it: the one before goes
-            for key in [k for k, e in self.entries.items() if e.lease == lease]:
+            for key in [k for k, e in self.handles.items() if e.lease == lease]:
                 self._evict(key)
             return lease, False
-        return self.ledger.acquire(gpus, scenario, make_room=self._make_room), True
+        return self.ledger.acquire(gpus, label, make_room=self._make_room), True
 
     def _make_room(self) -> bool:
         """Retire this pool's least recently used engine that holds GPUs of
         its own; False when there is none."""
-        keys = sorted((k for k, e in self.entries.items() if e.lease and e.owns_lease),
-                      key=lambda k: self.entries[k].last_handed_out)
+        keys = sorted((k for k, e in self.handles.items() if e.lease and e.owns_lease),
+                      key=lambda k: self.handles[k].last_handed_out)
         if keys:
             self._evict(keys[0])
         return bool(keys)
 
     def _evict(self, key: str) -> None:
-        entry = self.entries.pop(key)
-        self.evicted.add(id(entry.engine))
-        self._retire(entry)
-        self._settle(entry)
+        handle = self.handles.pop(key)
+        handle.evicted = True
+        self._retire(handle)
+        self._settle(handle)
 
-    def _settle(self, entry: PoolEntry) -> None:
+    def _settle(self, handle: EngineHandle) -> None:
         """After teardown: the leak check (a bounded wait for memory to come
         back), then the engine's GPUs go back to the ledger, those that did
         not recover taken out against the scenarios it served."""
-        if entry.watch and entry.leak_verdict is None and not self._interrupted:
-            entry.leak_verdict = entry.watch.leak_check(entry.served)
-        if entry.lease is None or entry.lease in self._returned:
+        if handle.watch and handle.leak_verdict is None and not self._interrupted:
+            handle.leak_verdict = handle.watch.leak_check(handle.served)
+        if handle.lease is None or handle.lease in self._returned:
             return
-        self._returned.add(entry.lease)
-        entry.taken_out = entry.leak_verdict.unrecovered_devices if entry.leak_verdict else []
-        lost = {d: f"memory not back after engine {Path(str(entry.engine.log_path or entry.engine.name)).stem} "
-                   f"(served: {', '.join(entry.served) or 'none'})" for d in entry.taken_out}
-        if entry.owns_lease:
-            self.ledger.release(entry.lease, lost=lost)
+        self._returned.add(handle.lease)
+        handle.taken_out = handle.leak_verdict.unrecovered_devices if handle.leak_verdict else []
+        lost = {d: f"memory not back after engine {Path(str(handle.engine.log_path or handle.engine.name)).stem} "
+                   f"(served: {', '.join(handle.served) or 'none'})" for d in handle.taken_out}
+        if handle.owns_lease:
+            self.ledger.release(handle.lease, lost=lost)
         else:
-            self._card_losses.setdefault(entry.lease, {}).update(lost)
+            self._card_losses.setdefault(handle.lease, {}).update(lost)
 
     def _end_turn(self) -> None:
         """CPU tier: the engine turn goes to another worker once none of ours is up."""
-        if self._turn is not None and not self.entries:
+        if self._turn is not None and not self.handles:
             self.ledger.release(self._turn)
             self._turn = None
 
@@ -283,11 +313,11 @@ class EnginePool:
         """The card's ballast is gone: its GPU goes back once its memory is
         back at `baseline_used` (taken before the ballast), else it is taken
         out, as it is when an engine on the card left memory behind."""
-        for key in [k for k, e in self.entries.items() if e.lease == lease]:
+        for key in [k for k, e in self.handles.items() if e.lease == lease]:
             self._evict(key)
         lost = self._card_losses.pop(lease, {})
         if not self._interrupted:
-            verdict = check_gpu_teardown(baseline_used, scenarios=[lease.holder], timeout_s=self.leak_wait_s)
+            verdict = check_gpu_teardown(baseline_used, uses=[lease.holder], timeout_s=self.leak_wait_s)
             lost.update({d: f"memory not back after the card ballast of {lease.holder}"
                          for d in verdict.unrecovered_devices if d not in lost})
         self.ledger.release(lease, lost=lost)
@@ -299,31 +329,24 @@ class EnginePool:
     # waited for.
     RETIRE_GRACE_S = 30.0
 
-    def _retire(self, entry: PoolEntry, grace: float = RETIRE_GRACE_S) -> None:
-        entry.survivors = entry.engine.close(grace=grace)
-        if entry.watch:
-            entry.watch.stop()
-        self.retired.append(entry)
-
-    def note_crash(self, engine: Engine, scenario: str) -> None:
-        for entry in self.entries.values():
-            if entry.engine is engine and entry.crashed_in is None:
-                entry.crashed_in = scenario
-
-    def watch_of(self, engine: Engine) -> MemoryWatch | None:
-        return next((e.watch for e in self.entries.values() if e.engine is engine), None)
+    def _retire(self, handle: EngineHandle, grace: float = RETIRE_GRACE_S) -> None:
+        handle.survivors = handle.engine.close(grace=grace)
+        if handle.watch:
+            handle.watch.stop()
+        self.retired.append(handle)
 
     def close_all(self) -> dict[str, list[int]]:
         """Tear every engine down, then each one's leak check not yet run,
-        naming the scenarios it served. The checks wait until every engine is
+        naming the uses it served. The checks wait until every engine is
         down: on a GPU, a baseline taken before engine A started cannot hold
         while a later engine B still runs. Returns survivors per engine log
         (must be empty)."""
-        for entry in reversed(list(self.entries.values())):
-            self._retire(entry)
-        self.entries.clear()
-        for entry in self.retired:
-            self._settle(entry)
+        self._settle_give_ups()
+        for handle in reversed(list(self.handles.values())):
+            self._retire(handle)
+        self.handles.clear()
+        for handle in self.retired:
+            self._settle(handle)
         self._end_turn()
         return {str(e.engine.log_path or e.engine.name): e.survivors for e in self.retired}
 
@@ -331,10 +354,10 @@ class EnginePool:
         """The run was interrupted: stop every engine now, with a short grace,
         and skip the leak checks (their waits would hold the user's Ctrl-C)."""
         self._interrupted = True
-        for entry in reversed(list(self.entries.values())):
-            self._retire(entry, grace=grace)
-        self.entries.clear()
-        for entry in self.retired:
-            entry.no_leak_check_reason = "the run was interrupted: no leak check"
-            self._settle(entry)
+        for handle in reversed(list(self.handles.values())):
+            self._retire(handle, grace=grace)
+        self.handles.clear()
+        for handle in self.retired:
+            handle.no_leak_check_reason = "the run was interrupted: no leak check"
+            self._settle(handle)
         self._end_turn()

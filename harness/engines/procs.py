@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from harness.memory.samplers.process_tree import descendants
+
 ROOT = Path(__file__).resolve().parents[2]
 PIDFILE_DIR = Path(os.environ.get("MMHARNESS_RUNTIME", ROOT / ".cache" / "engines"))
 REAPER = Path(__file__).with_name("reaper.py")
@@ -57,12 +59,15 @@ class EngineProcess:
         return self.popen.pid
 
     def refresh_children(self) -> list[psutil.Process]:
-        try:
-            kids = psutil.Process(self.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        for k in kids:
-            self.seen.setdefault(k.pid, k)
+        # Every second while a request waits: /proc's children files, not
+        # psutil's scan of all of /proc, which holds the GIL from the sampler.
+        kids = []
+        for pid in descendants(self.pid):
+            try:
+                kids.append(self.seen.get(pid) or psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+            self.seen.setdefault(pid, kids[-1])
         return kids
 
     def mark_vital(self) -> None:

@@ -59,6 +59,6 @@ class RemoteEngine(OpenAIEngine):
             self.crashed = result
         return result
 
-    def close(self, grace: float = 10.0) -> list[int]:
+    def _teardown(self, grace: float) -> list[int]:
         self.ready = False
         return []  # not ours to stop

@@ -38,7 +38,7 @@ def port_free(port: int) -> bool:
 
 # The server's own switch for /v1/load_lora_adapter and /v1/unload_lora_adapter
 # (without it those routes are not mounted: a 404). An engine environment,
-# e.g. EnginePool.get(..., env=RUNTIME_LORA_ENV) or ServerEngine(runtime_lora=True).
+# e.g. an EngineSpec's env=RUNTIME_LORA_ENV, or ServerEngine(runtime_lora=True).
 RUNTIME_LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 
 
@@ -149,10 +149,10 @@ class ServerEngine(OpenAIEngine):
         if not death:
             return None
         crash = self._crash(*death)
-        self.close(grace=CRASH_GRACE_S)
+        self._give_up()
         return crash
 
-    def close(self, grace: float = 10.0) -> list[int]:
+    def _teardown(self, grace: float) -> list[int]:
         survivors = self.proc.terminate(grace=grace) if self.proc is not None else []
         self.proc = None
         self.ready = False

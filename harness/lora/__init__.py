@@ -1,1 +1,1 @@
-"""LoRA: the module families adapters target, and what a probe's outputs mean."""
+"""LoRA: the module groups adapters target, and what a probe's outputs mean."""

@@ -6,7 +6,7 @@ in place of the adapter's: its tokens differ, or a logprob moved beyond the
 measured noise (on the CPU tier's one stack: at all). Each function raises
 CheckFailure with the cause a report groups by, or Unsupported when the
 engine refused the adapter outright:
-  no-effect: <family or adapter>  the engine ran the adapter and nothing changed
+  no-effect: <group or adapter>  the engine ran the adapter and nothing changed
   premise                         HF + peft itself shows no change: proves nothing
   not-supported: <engine message> the engine refused the adapter (own verdict)
 """
@@ -86,22 +86,22 @@ def check_premise(hf_adapter: Result, hf_base: Result, what: str, profile: Noise
 
 
 def check_takes_effect(with_adapter: Result, base: Result, profile: NoiseProfile, *, adapter: str,
-                       family: str | None, input_label: str) -> dict:
+                       group: str | None, input_label: str) -> dict:
     """The engine's output under the adapter is not its base output. A probe
-    (`family` given) that changes nothing names the family the engine
+    (`group` given) that changes nothing names the group the engine
     silently ignored."""
     message = refused(with_adapter)
     if message is not None:
         raise Unsupported(f"the engine refused adapter {adapter}"
-                          f"{f' (targets {family})' if family else ''}: {message}",
-                          evidence={"adapter": adapter, "family": family})
+                          f"{f' (targets {group})' if group else ''}: {message}",
+                          evidence={"adapter": adapter, "group": group})
     check_completed([with_adapter, base], [f"{input_label} under {adapter}", f"{input_label} (base)"])
     moved, words = changed(with_adapter, base, profile)
     evidence = {"adapter": adapter, "input": input_label, "effect": words,
                 "adapter_tokens": with_adapter.token_ids, "base_tokens": base.token_ids}
     if not moved:
-        who = f"the {family} family" if family else f"adapter {adapter}"
-        raise CheckFailure(DetailedCause(Cause.NO_EFFECT, family or adapter),
+        who = f"the {group} group" if group else f"adapter {adapter}"
+        raise CheckFailure(DetailedCause(Cause.NO_EFFECT, group or adapter),
                            f"{who} changed nothing for {input_label}: the engine ran it as the base "
                            f"model ({words})", evidence=evidence)
     return evidence

@@ -48,7 +48,7 @@ class MemoryWatch:
         if self.sampler is not None and self.sampler.running:
             self.result = self.sampler.stop()
 
-    def leak_check(self, scenarios: list[str]) -> LeakVerdict | None:
+    def leak_check(self, uses: list[str]) -> LeakVerdict | None:
         """After the engine is torn down. None when nothing was watched. On a
         GPU the baseline alone is enough: an engine that failed to start
         must give its memory back too."""
@@ -56,10 +56,10 @@ class MemoryWatch:
             return None
         processes = getattr(self.sampler, "pids_seen", [])
         if self.gpu:
-            return check_gpu_teardown(self.baseline, scenarios=scenarios, engine_processes=processes,
+            return check_gpu_teardown(self.baseline, uses=uses, engine_processes=processes,
                                       timeout_s=self.wait_s)
         created = getattr(self.sampler, "shm_seen", set()) - self.baseline
-        return check_host_teardown(processes, created, scenarios=scenarios, timeout_s=self.wait_s)
+        return check_host_teardown(processes, created, uses=uses, timeout_s=self.wait_s)
 
 
 def _all_devices() -> list[int]:

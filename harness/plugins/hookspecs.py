@@ -1,19 +1,33 @@
-"""Hooks the harness's plugins use to talk to each other.
-
-Registered by the records plugin (`pytest_addhooks`); any plugin may
-implement them. The records plugin owns the record pipeline; the engines
-and card plugins add what they know to a check's record; the report plugin
-draws the run.
+"""The hooks the harness's plugins talk through, typed, each named after the
+event or the question it carries. Registered by the `hooks` plugin, the
+first the root conftest lists, so any plugin may implement or call them
+whatever the order the others were registered in; no plugin imports
+another's module.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import pluggy
+import pytest
+
+if TYPE_CHECKING:
+    from harness.engines.interpreter import EngineInterpreter
+    from harness.engines.pool import EngineStart
+    from harness.models import ModelEntry
+    from harness.results.known_issues import KnownIssue
+    from harness.results.record import CheckRecord
+    from harness.results.run import RunResults
+    from harness.results.store import RunLayout
 
 hookspec = pluggy.HookspecMarker("pytest")
 
 
+# --- a check's record -------------------------------------------------------
+
 @hookspec
-def pytest_mmharness_record(record, item) -> None:
+def pytest_mmharness_record(record: CheckRecord, item: pytest.Item | None) -> None:
     """Add what this plugin knows to a check's record, once, just before the
     record is closed (known issues applied, log tail kept; then written).
 
@@ -29,34 +43,57 @@ def pytest_mmharness_record(record, item) -> None:
 
 
 @hookspec(firstresult=True)
-def pytest_mmharness_add_record(config, record) -> bool | None:
+def pytest_mmharness_add_record(config: pytest.Config, record: CheckRecord) -> bool | None:
     """Close and write a record that no pytest test made (an engine's
     teardown check), through the same pipeline as a test's record. A
     verdict, cause and message already set are kept (known issues still
     apply). Implemented by the records plugin; returns True once written."""
 
 
+# --- the run ------------------------------------------------------------------
+
 @hookspec(firstresult=True)
-def pytest_mmharness_run_dir(config):
+def pytest_mmharness_run_dir(config: pytest.Config) -> Path | None:
     """The directory this run writes into (engine logs, log slices,
-    timelines beside the records). Implemented by the records plugin."""
+    timelines beside the records). Implemented by the run plugin."""
 
 
 @hookspec
-def pytest_mmharness_run_metadata(config, fields: dict) -> None:
+def pytest_mmharness_run_metadata(config: pytest.Config, fields: dict) -> None:
     """Facts about this run, reported on whichever worker learnt them and
     merged into results.json's `run`: the engine's (engine, engine_version,
     torch, device, engine_python), and how many checks were collected."""
 
 
 @hookspec
-def pytest_mmharness_run_finished(config, results, layout) -> None:
+def pytest_mmharness_run_finished(config: pytest.Config, results: RunResults, layout: RunLayout) -> None:
     """The run's results are merged (`results.json` written): draw what
     people read from them (the report). Called on the controller only."""
 
 
+# --- what the run is made of ---------------------------------------------------
+
+@hookspec(firstresult=True)
+def pytest_mmharness_engine_interpreter(config: pytest.Config) -> EngineInterpreter | None:
+    """The interpreter that runs the engines (--engine-python). Implemented by
+    the matrix plugin."""
+
+
+@hookspec(firstresult=True)
+def pytest_mmharness_models(config: pytest.Config) -> list[ModelEntry] | None:
+    """The matrix entries this run's options select (--tier, --model).
+    Implemented by the matrix plugin."""
+
+
+@hookspec(firstresult=True)
+def pytest_mmharness_known_issues(config: pytest.Config) -> list[KnownIssue] | None:
+    """The known-issues registry the run applies. Implemented by the records plugin."""
+
+
+# --- engines --------------------------------------------------------------------
+
 @hookspec
-def pytest_mmharness_engine_start(config, start) -> None:
+def pytest_mmharness_engine_start(config: pytest.Config, start: EngineStart) -> None:
     """An engine start began (`start.seconds` None) or ended (ready, failed,
-    or to be retried; `start.seconds` its time): a
-    harness.engines.pool.EngineStart. Called on the process that starts it."""
+    or to be retried; `start.seconds` its time). Called on the process that
+    starts it."""

@@ -21,9 +21,7 @@ import pytest
 
 from harness.engines.interpreter import EngineInterpreter
 from harness.models import ModelEntry, scenario_families
-from harness.plugins.engines import INTERPRETER, MODELS, model_entry_of
-from harness.plugins.records import RECORDER
-from harness.plugins.run import is_worker
+from harness.plugins.common import is_controller, is_worker, model_entry_of
 from harness.preflight import Needs, problems
 from harness.results.known_issues import KnownIssue
 from harness.results.record import CheckRecord
@@ -42,13 +40,15 @@ def needs_of_items(config: pytest.Config, items: list[pytest.Item]) -> Needs:
 
 def needs_of_options(config: pytest.Config) -> Needs:
     """Without the items: every entry the options select may run, in any family."""
-    return _needs(config, tuple(config.stash[MODELS]), True, True, tuple(scenario_families()))
+    return _needs(config, tuple(config.hook.pytest_mmharness_models(config=config)), True, True,
+                  tuple(scenario_families()))
 
 
 def _needs(config: pytest.Config, entries: tuple[ModelEntry, ...], pooled: bool, interpreted: bool,
            families: tuple[str, ...]) -> Needs:
     url = config.getoption("engine_url")
-    interpreter: EngineInterpreter | None = config.stash[INTERPRETER] if interpreted else None
+    interpreter: EngineInterpreter | None = (config.hook.pytest_mmharness_engine_interpreter(config=config)
+                                             if interpreted else None)
     return Needs(tier=config.getoption("tier"), entries=entries, engine_url=url,
                  starts_engines=pooled and not url, interpreter=interpreter, families=families,
                  kernel_level=config.getoption("engine_kernels"))
@@ -71,7 +71,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if needs.tier == "cpu" and needs.starts_engines and needs.interpreter is not None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         line = host_line(needs.interpreter, [i.nodeid for i in session.items],
-                         config.stash[RECORDER].known_issues)
+                         config.hook.pytest_mmharness_known_issues(config=config) or [])
         if reporter is not None:
             reporter.write_line(line)
 
@@ -98,5 +98,5 @@ def host_line(interpreter: EngineInterpreter, check_ids: list[str], known: list[
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if config.pluginmanager.has_plugin("dsession") and not config.option.collectonly:  # xdist controller
+    if is_controller(config) and not config.option.collectonly:
         stop_if_missing(needs_of_options(config))

@@ -17,26 +17,34 @@ import contextlib
 import pytest
 
 from harness.engines.pool import EngineStart
-from harness.plugins.engines import model_entry_of
-from harness.plugins.records import is_check
-from harness.plugins.run import is_worker
+from harness.plugins.common import is_check, is_worker, model_entry_of
 
 
 class Progress:
     def __init__(self, config: pytest.Config, terminal, total: int):
         self.terminal, self.total = terminal, total
         self.capture = config.pluginmanager.get_plugin("capturemanager")
+        self.dots = config.get_verbosity() <= 0  # pytest writes a letter per check on the module's line
         self.done = 0
         self.group: tuple[str, str | None] | None = None
+        # A line of ours ended the module's line of letters while a check ran:
+        # its letter needs the module's name again.
+        self.reopen = False
+        self.running = False
 
     def line(self, text: str) -> None:
         # An engine starts inside a check's setup, while pytest captures output.
         with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
-            # A line of pytest's dots may be open, which its reporter does not always know.
-            if self.terminal._tw.width_of_current_line:
-                self.terminal._tw.line()
-            self.terminal._tw.line(f"mmharness: {text}")
-        self.terminal.currentfspath = None  # pytest names the module again before its next dot
+            self.terminal.write_line(f"mmharness: {text}")  # it ends a line of letters first
+        self.reopen = self.running and self.dots
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Before the terminal reporter writes a check's letter: the module's
+        name again, where a line of ours ended its line."""
+        if self.reopen:
+            self.reopen = False
+            self.terminal.write_fspath_result(report.nodeid, "")
 
     def check_starts(self, item: pytest.Item) -> None:
         entry = model_entry_of(item)
@@ -66,6 +74,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         checks = sum(1 for item in session.items if is_check(item))
         if checks:  # the harness's own tests are not a run to follow
             config.stash[PROGRESS] = Progress(config, terminal, checks)
+            config.pluginmanager.register(config.stash[PROGRESS], "mmharness-progress")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -73,11 +82,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     progress = item.config.stash.get(PROGRESS, None) if is_check(item) else None
     if progress is not None:
         progress.check_starts(item)
+        progress.running = True
     try:
         return (yield)
     finally:
         if progress is not None:
             progress.done += 1
+            progress.running = False
+
 
 
 def pytest_mmharness_engine_start(config: pytest.Config, start: EngineStart) -> None:

@@ -30,11 +30,10 @@ from typing import Any
 import pytest
 
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported, Verdict
-from harness.plugins import hookspecs
-from harness.plugins.run import is_worker, now, run_layout, worker_name
+from harness.plugins.common import is_check, is_worker, now, worker_id
 from harness.results.known_issues import KnownIssue, KnownIssuesError, apply_known_issues, load_known_issues
 from harness.results.record import CheckRecord, json_safe, record_log_tail
-from harness.results.store import RecordWriter, write_json_atomic
+from harness.results.store import RecordWriter, RunLayout, write_json_atomic
 
 
 @dataclasses.dataclass
@@ -51,10 +50,6 @@ RECORD = pytest.StashKey[CheckRecord]()
 CLOSED = pytest.StashKey[bool]()
 
 
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    pluginmanager.add_hookspecs(hookspecs)
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("mmharness").addoption(
         "--known-issues", default=None,
@@ -63,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[RECORDER] = _Recorder(known_issues=_known_issues(config),
-                                       writer=RecordWriter(run_layout(config), worker_name(config)))
+                                       writer=RecordWriter(_layout(config), worker_id(config)))
     if not is_worker(config):
         config.pluginmanager.register(_CollectionErrors(config), "mmharness-collection-errors")
 
@@ -91,7 +86,7 @@ def _close(config: pytest.Config, record: CheckRecord, item: pytest.Item | None)
     """Every record ends here, whoever made it; a verdict already set (a
     teardown check's) is kept, except that known issues apply to it."""
     recorder = config.stash[RECORDER]
-    record.worker = worker_name(config)
+    record.worker = worker_id(config)
     record.tier = record.tier or config.getoption("tier", None)
     record.started = record.started or now()
     config.hook.pytest_mmharness_record(record=record, item=item)
@@ -117,22 +112,26 @@ def pytest_mmharness_add_record(config: pytest.Config, record: CheckRecord) -> b
     return True
 
 
+def pytest_mmharness_known_issues(config: pytest.Config) -> list[KnownIssue]:
+    return config.stash[RECORDER].known_issues
+
+
+def _layout(config: pytest.Config) -> RunLayout:
+    """The run's files, where the run plugin put the run (through its hook)."""
+    return RunLayout(Path(config.hook.pytest_mmharness_run_dir(config=config)))
+
+
 def pytest_mmharness_run_metadata(config: pytest.Config, fields: dict) -> None:
     """Kept per process in `records/<worker>.meta.json`; the run merges them."""
     recorder = config.stash[RECORDER]
     reported = {**recorder.reported, **json_safe(fields)}
-    metadata_file = run_layout(config).metadata_file(worker_name(config))
+    metadata_file = _layout(config).metadata_file(worker_id(config))
     if reported != recorder.reported or not metadata_file.exists():
         recorder.reported = reported
         write_json_atomic(metadata_file, reported)
 
 
 # -- tests' records -----------------------------------------------------------
-
-def is_check(item: pytest.Item) -> bool:
-    scenarios = item.config.rootpath / "scenarios"
-    return "check_record" in getattr(item, "fixturenames", ()) or scenarios in item.path.parents
-
 
 def record_of(item: pytest.Item) -> CheckRecord:
     """The record of a check: other plugins fill in what they know."""

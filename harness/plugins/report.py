@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.plugins.run import history_path
+from harness.plugins.common import history_path
 from harness.report.html import render_report
 from harness.report.summary import summary_lines
 from harness.results.history import failing_since, read_history
@@ -19,13 +19,14 @@ from harness.results.store import RunLayout
 
 
 @dataclasses.dataclass
-class _Drawn:
-    results: RunResults
-    report: Path
+class _Reporting:
+    """This plugin's one state: the baseline to diff against, and what was drawn."""
+    baseline: Path | None = None
+    results: RunResults | None = None
+    report: Path | None = None
 
 
-BASELINE = pytest.StashKey[Path]()
-DRAWN = pytest.StashKey[_Drawn]()
+REPORTING = pytest.StashKey[_Reporting]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,30 +36,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    state = config.stash[REPORTING] = _Reporting()
     given = config.getoption("baseline", None)
     if not given:
         return
     # Found wanting now rather than after a night of checks.
     try:
-        config.stash[BASELINE] = load_results(Path(given)).path
+        state.baseline = load_results(Path(given)).path
     except ResultsError as exc:
         raise pytest.UsageError(f"--baseline: {exc}") from exc
 
 
 def pytest_mmharness_run_finished(config: pytest.Config, results: RunResults, layout: RunLayout) -> None:
-    baseline = config.stash.get(BASELINE, None)
+    state = config.stash[REPORTING]
+    baseline = state.baseline
     history = read_history(history_path(config))
     run_id = results.run.get("run_id", layout.run_dir.name)
     render_report(results, layout.report_html,
                   baseline=load_results(baseline) if baseline else None,
                   streaks=failing_since(history.entries, run_id),
                   history_problems=history.problems)
-    config.stash[DRAWN] = _Drawn(results, layout.report_html)
+    state.results, state.report = results, layout.report_html
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    drawn = config.stash.get(DRAWN, None)
-    if drawn is None:
+    state = config.stash.get(REPORTING, None)
+    if state is None or state.results is None:
         return
-    for line in summary_lines(drawn.results, drawn.report):
+    for line in summary_lines(state.results, state.report):
         terminalreporter.write_line(line)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from harness.checks.verdicts import Verdict
+from harness.plugins.common import history_path, is_worker, now
 from harness.results.history import append_history, history_entry, passed_last_time, read_history
 from harness.results.merge import merge_run
 from harness.results.metadata import collect_host_metadata
@@ -37,21 +38,22 @@ WORKERINPUT_RUN_DIR = "mmharness_run_dir"
 WORKERINPUT_STARTED = "mmharness_started"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _Run:
+    """This plugin's one state."""
     layout: RunLayout
     worker: str  # "main", or the xdist worker's id
     started: str
     results_dir_given: bool
+    # Why the session ended early, as pytest told it (pytest_keyboard_interrupt).
+    interrupted: str | None = None
+    # The run's exit status (harness.results.status), once its end is written.
+    status: int | None = None
+    # Checks now unsupported that passed in the tier's previous run: findings.
+    went_unsupported: list[str] = dataclasses.field(default_factory=list)
 
 
 RUN = pytest.StashKey[_Run]()
-# Why the session ended early, as pytest told it (pytest_keyboard_interrupt).
-INTERRUPTED = pytest.StashKey[str]()
-# The run's exit status (harness.results.status), once its end is written.
-STATUS = pytest.StashKey[int]()
-# Checks now unsupported that passed in the tier's previous run: findings.
-WENT_UNSUPPORTED = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,10 +63,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "(default: reports/run-<time>)")
     g.addoption("--history", default=None,
                 help="append-only run history (default: reports/history.jsonl at the repo root)")
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _run(config: pytest.Config) -> _Run:
@@ -90,19 +88,6 @@ def run_layout(config: pytest.Config) -> RunLayout:
 
 def pytest_mmharness_run_dir(config: pytest.Config) -> Path:
     return run_layout(config).run_dir
-
-
-def worker_name(config: pytest.Config) -> str:
-    """Names this process's record file: "main", or the xdist worker's id."""
-    return _run(config).worker
-
-
-def history_path(config: pytest.Config) -> Path:
-    return Path(config.getoption("history", None) or config.rootpath / "reports" / "history.jsonl")
-
-
-def is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -133,12 +118,12 @@ class _InterruptWatch:
             reason = "interrupted (Ctrl-C / SIGINT)"
         else:
             reason = f"stopped by pytest.exit: {getattr(error, 'msg', error)}"
-        self.config.stash[INTERRUPTED] = reason
+        _run(self.config).interrupted = reason
 
 
 def _incomplete_reason(session: pytest.Session) -> str | None:
     """Why this run did not go to its end, or None when it did."""
-    reason = session.config.stash.get(INTERRUPTED, None)
+    reason = _run(session.config).interrupted
     if reason is None and session.shouldfail:  # -x / --maxfail: no hook says so
         reason = f"stopped early: {session.shouldfail}"
     if reason is None and session.shouldstop:
@@ -163,16 +148,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     results = finish_run(config, run, int(exitstatus), reason)
     unsupported = {r.id for r in results.records if r.verdict == Verdict.UNSUPPORTED.value}
     passed_before = passed_last_time(history, results.run.get("tier"), unsupported)
-    config.stash[WENT_UNSUPPORTED] = sorted(passed_before)
-    session.exitstatus = config.stash[STATUS] = run_status(results, int(exitstatus), passed_before)
+    run.went_unsupported = sorted(passed_before)
+    session.exitstatus = run.status = run_status(results, int(exitstatus), passed_before)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    for check in config.stash.get(WENT_UNSUPPORTED, []):
+    run = config.stash.get(RUN, None)
+    if run is None:
+        return
+    for check in run.went_unsupported:
         terminalreporter.write_line(f"mmharness: {check} passed in the previous run and is now unsupported")
     # Its `exitstatus` argument is pytest's, from before pytest_sessionfinish set the run's.
-    if STATUS in config.stash:
-        terminalreporter.write_line(f"mmharness: exit status {describe(config.stash[STATUS])}")
+    if run.status is not None:
+        terminalreporter.write_line(f"mmharness: exit status {describe(run.status)}")
 
 
 def finish_run(config: pytest.Config, run: _Run, exitstatus: int, incomplete: str | None) -> RunResults:

@@ -12,19 +12,26 @@ run's metadata; `report merge` joins only shards of one plan.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from harness.plugins.common import history_path
 from harness.plugins.retirement import engine_group_key
-from harness.plugins.run import history_path
 from harness.results.history import last_durations, read_history
 from harness.shards import Group, Shard, ShardSpec, parse_shard, plan_fingerprint, plan_shards
 
-SPEC = pytest.StashKey[ShardSpec]()
-# This shard's part of the plan.
-MINE = pytest.StashKey[Shard]()
-# How many checks the selection held, all shards together (on the xdist
-# controller, which collects nothing, as its workers tell it).
-SELECTED = pytest.StashKey[int]()
+@dataclasses.dataclass
+class Sharding:
+    """This plugin's one state: the shard asked for, its part of the plan,
+    and how many checks the selection held, all shards together (on the
+    xdist controller, which collects nothing, as its workers tell it)."""
+    spec: ShardSpec
+    mine: Shard | None = None
+    selected: int = 0
+
+
+SHARDING = pytest.StashKey[Sharding]()
 WORKEROUTPUT_SELECTED = "mmharness_shard_selected"
 
 
@@ -40,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if value is None:
         return
     try:
-        config.stash[SPEC] = parse_shard(value)
+        config.stash[SHARDING] = Sharding(parse_shard(value))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -53,14 +60,14 @@ def groups_of(items: list[pytest.Item]) -> list[Group]:
 
 
 # trylast: after pytest's own -k/-m/--deselect, so the selection is what is
-# balanced. Listed before the engines plugin in the root conftest (pluggy
-# calls the later registered of two trylast hooks last), so this runs before
-# its note of each group's last check, after which engines are retired.
+# balanced (the engines plugin notes each group's last check once collection
+# is finished, so the two need no order between them).
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    spec = config.stash.get(SPEC, None)
-    if spec is None:
+    sharding = config.stash.get(SHARDING, None)
+    if sharding is None:
         return
+    spec = sharding.spec
     history = read_history(history_path(config))
     durations = last_durations(history.entries, config.getoption("tier", None))
     groups = groups_of(items)
@@ -71,10 +78,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    config.stash[MINE] = shard
-    config.stash[SELECTED] = len(items) + len(dropped)
+    sharding.mine, sharding.selected = shard, len(items) + len(dropped)
     if hasattr(config, "workeroutput"):
-        config.workeroutput[WORKEROUTPUT_SELECTED] = config.stash[SELECTED]
+        config.workeroutput[WORKEROUTPUT_SELECTED] = sharding.selected
     if not config.option.collectonly:
         config.hook.pytest_mmharness_run_metadata(config=config, fields={"shard": {
             "index": spec.index, "count": spec.count, "plan": plan_fingerprint(groups, durations, spec.count),
@@ -83,18 +89,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
-    if MINE not in config.stash:
+    sharding = config.stash.get(SHARDING, None)
+    if sharding is None or sharding.mine is None:
         return None
-    shard = config.stash[MINE]
-    return (f"shard {config.stash[SPEC]}: {len(shard.checks)} of {config.stash[SELECTED]} checks in {len(shard.groups)} "
+    shard = sharding.mine
+    return (f"shard {sharding.spec}: {len(shard.checks)} of {sharding.selected} checks in {len(shard.groups)} "
             f"groups, about {shard.estimated_s:.0f} s by {history_path(config)}")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
     selected = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_SELECTED)
-    if selected:
-        node.config.stash[SELECTED] = selected
+    sharding = node.config.stash.get(SHARDING, None)
+    if selected and sharding is not None:
+        sharding.selected = selected
 
 
 @pytest.hookimpl(wrapper=True)
@@ -102,6 +110,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int):
     result = yield
     # A shard the plan left empty did its part: not "no tests collected",
     # when other shards have checks to run.
-    if session.config.stash.get(SELECTED, 0) and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+    sharding = session.config.stash.get(SHARDING, None)
+    if sharding is not None and sharding.selected and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.OK
     return result

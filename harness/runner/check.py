@@ -338,7 +338,7 @@ class Check:
             effects.raise_if_refused(served.use.failure)
         self.completed(served)
 
-    def takes_effect(self, alone: Run, *, adapter: str, family: str | None = None, hf: Run | None = None) -> None:
+    def takes_effect(self, alone: Run, *, adapter: str, group: str | None = None, hf: Run | None = None) -> None:
         """An effect workload (its input under the base model, then under the
         adapter, each alone): the adapter's answer is not the base answer,
         beyond the engine's noise. `hf`: the same on HF + peft, which must
@@ -351,7 +351,7 @@ class Check:
             self.note(effects.check_premise(hf[adapted], hf[base], adapted, profile))
         with self._lora_expected(alone):
             self.note(effects.check_takes_effect(alone[adapted], alone[base], profile, adapter=adapter,
-                                                 family=family, input_label=modality))
+                                                 group=group, input_label=modality))
 
     def untouched(self, alone: Run, *, adapter: str) -> None:
         """An effect workload whose input the adapter cannot reach: its answer
@@ -364,7 +364,7 @@ class Check:
 
     def edge_outcome(self, run: Run, expect: str, reference: Run | None = None) -> None:
         """The single input of `run` got the outcome it must get (see
-        harness.checks.check_edge_outcome); `reference` gives the prompt
+        harness.checks.requests.check_edge_outcome); `reference` gives the prompt
         tokens it is held to."""
         self.read(run, *([reference] if reference is not None else []))
         label = run.labels[0]

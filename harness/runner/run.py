@@ -15,6 +15,7 @@ from harness.checks.requests import check_completed
 from harness.checks.verdicts import CheckFailure
 from harness.engines.base import Engine, LogWindow
 from harness.engines.outcomes import Result
+from harness.engines.pool import EngineHandle
 from harness.memory.samplers import SamplerResult
 from harness.memory.watch import MemoryWatch
 from harness.models import ModelEntry
@@ -23,11 +24,15 @@ from harness.workloads.request import Workload
 
 @dataclass(eq=False)
 class EngineUse:
-    """One scenario's use of a (possibly shared) engine."""
+    """One use of a (possibly shared) engine: a check's workload on it, named by
+    its label (`family[model-workload-role]`)."""
     kind: str
-    scenario: str
+    label: str
     entry: ModelEntry
     engine: Engine | None = None
+    # The pool's handle of the engine (its watch, failed starts, crash,
+    # eviction); None for what no pool started (HF transformers).
+    handle: EngineHandle | None = None
     failure: CheckFailure | None = None  # the engine never became ready
     window: LogWindow | None = None
     watch: MemoryWatch | None = None
@@ -45,46 +50,65 @@ class EngineUse:
         return self.watch.window(self.t0) if self.watch else None
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True)
+class Sent:
+    """What sending a workload left: the engine use, each request's outcome
+    (none where the engine never started), what the engine's own processes
+    recorded meanwhile (steps, encoder calls; None: not observable), and the
+    follower: (label, forced tokens) -> that request's answer continuing
+    them on the same stack (None where the stack takes no forced tokens)."""
+    use: EngineUse
+    outcomes: list[Result] = field(default_factory=list)
+    observed: list[dict] | None = None
+    follow: Callable[[str, list[int]], Result] | None = None
+
+
 class Run:
-    """A workload run one way. A run made with `go` is lazy: it starts its
-    engine and sends its requests when first read, so checks that never
-    read it (a premise check, say) cost no engine start."""
-    how: str  # batch | each_alone | concurrent | one
-    workload: Workload
-    _use: EngineUse | None = field(default=None, repr=False)
-    _outcomes: list[Result] = field(default_factory=list, repr=False)
-    # What the engine's own processes recorded while this run went (steps,
-    # encoder calls; harness.engines.observations); None: not observable.
-    _observed: list[dict] | None = field(default=None, repr=False)
-    _go: Callable[["Run"], None] | None = field(default=None, repr=False)
-    # (label, forced tokens) -> that request's answer continuing them, on the
-    # stack that made this run; None where the stack takes no forced tokens.
-    _follow: Callable[[str, list[int]], Result] | None = field(default=None, repr=False)
+    """A workload run one way: `Run.sent` for one already sent, or
+    `Run.deferred` for one sent when first read, so checks that never read
+    it (a premise check, say) cost no engine start."""
+
+    def __init__(self, how: str, workload: Workload, *, sent: Sent | None = None,
+                 send: Callable[[], Sent] | None = None):
+        if (sent is None) == (send is None):
+            raise ValueError("a run is either sent or deferred")
+        self.how = how  # batch | each_alone | concurrent | one | hf-peft | hf-dequantized
+        self.workload = workload
+        self._sent, self._send = sent, send
+
+    @classmethod
+    def sent(cls, how: str, workload: Workload, sent: Sent) -> "Run":
+        return cls(how, workload, sent=sent)
+
+    @classmethod
+    def deferred(cls, how: str, workload: Workload, send: Callable[[], Sent]) -> "Run":
+        return cls(how, workload, send=send)
+
+    def __repr__(self) -> str:
+        return f"Run({self.how!r}, {self.workload.name!r}, {'sent' if self.done else 'deferred'})"
 
     @property
     def done(self) -> bool:
         """Sent (or never to be sent: its engine did not start)."""
-        return self._go is None
+        return self._sent is not None
 
-    def _resolve(self) -> None:
-        if self._go is not None:
-            go, self._go = self._go, None
-            try:
-                go(self)
-            except BaseException:  # a skip (a TP size not hostable here): the next reader meets it too
-                self._go = go
-                raise
+    def _resolve(self) -> Sent:
+        if self._sent is None:  # a skip (a TP size not hostable here) leaves it deferred for the next reader
+            self._sent = self._send()
+        return self._sent
+
+    def require(self) -> None:
+        """The run happened: its engine started and it was sent (a start-up
+        failure is raised with its cause)."""
+        self.use.require()
 
     @property
     def use(self) -> EngineUse:
-        self._resolve()
-        return self._use
+        return self._resolve().use
 
     @property
     def observed(self) -> list[dict] | None:
-        self._resolve()
-        return self._observed
+        return self._resolve().observed
 
     @property
     def labels(self) -> list[str]:
@@ -96,8 +120,8 @@ class Run:
 
     @property
     def outcomes(self) -> list[Result]:
-        self.use.require()
-        return self._outcomes
+        self.require()
+        return self._sent.outcomes
 
     @property
     def engine(self) -> Engine:
@@ -105,19 +129,19 @@ class Run:
 
     def memory(self) -> SamplerResult | None:
         """The engine's memory from the scenario's start until now."""
-        self.use.require()
+        self.require()
         return self.use.memory()
 
     def follower(self, label: str) -> Follow | None:
         """The comparator's follower for one request of this run: this run's
         stack, forced along given tokens, answering the positions after them."""
-        self._resolve()
-        if self._follow is None:
+        follow = self._resolve().follow
+        if follow is None:
             return None
 
-        def follow(tokens: list[int]) -> Result:
-            return check_completed([self._follow(label, tokens)], [f"{label} (followed past a split)"])[0]
-        return follow
+        def forced(tokens: list[int]) -> Result:
+            return check_completed([follow(label, tokens)], [f"{label} (followed past a split)"])[0]
+        return forced
 
     def __getitem__(self, key: int | str) -> Result:
         index = self.labels.index(key) if isinstance(key, str) else key

@@ -17,7 +17,6 @@ Which engine computes a reference is decided here, in `each_alone` and
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 import uuid
 from typing import Callable
@@ -29,9 +28,9 @@ from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion, EngineStartupFailed, Result
 from harness.engines.devices import Lease, NoDeviceLeft
 from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
-from harness.engines.pool import EnginePool
+from harness.engines.pool import EnginePool, EngineSpec
 from harness.models import ModelEntry
-from harness.runner.run import EngineUse, Run
+from harness.runner.run import EngineUse, Run, Sent
 from harness.workloads.chat import with_content_uuids, with_uuids
 from harness.workloads.request import Workload
 
@@ -41,13 +40,15 @@ REFERENCE_ARGS = {"enable_prefix_caching": False, "mm_processor_cache_gb": 0}
 
 class Runner:
     def __init__(self, entry: ModelEntry, model: str, family: str, pool: EnginePool, *,
-                 remote: bool, env: dict | None = None, on_engine: Callable):
+                 remote_url: str | None = None, env: dict | None = None, on_engine: Callable):
         self.entry, self.model, self.family, self.pool = entry, model, family, pool
         # The family's settings from the matrix: the entry's engine args, the
-        # family's (models.toml [families.<family>]) over them.
+        # family's (models.toml [per_family.<family>]) over them.
         self.family_args = entry.family_args(family)
         self.engine_args = entry.engine_args_for(family)
-        self.remote = remote
+        # A server the harness did not start: every engine of this runner is
+        # that server (decided here, nowhere else).
+        self.remote_url = remote_url
         self.env = {**entry.env, **(env or {})}
         self._on_engine = on_engine
         self._uses: dict[str, EngineUse] = {}
@@ -68,7 +69,7 @@ class Runner:
         what the call asks for itself."""
         return {**self.engine_args, **(engine_args or {})}
 
-    # --- the four ways to run ---------------------------------------------
+    # --- the ways to run ---------------------------------------------------
     def batch(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
               steer: dict | None = None, media_names: str | None = None) -> Run:
         """Every request in one generate call. Media are renamed afresh for
@@ -86,7 +87,7 @@ class Runner:
         def send(engine):
             with engine.control.steering(**(steer or {})):
                 return engine.chat(convs, sampling, adapters=workload.adapters)
-        return self._run("batch", workload, use, send, sampling)
+        return Run.sent("batch", workload, _sent(use, workload, send, sampling))
 
     def each_alone(self, workload: Workload, sampling: Sampling, *,
                    engine_args: dict | None = None) -> Run:
@@ -96,49 +97,43 @@ class Runner:
         engine can serve them. Against a remote server, the server itself,
         with the fresh names alone. Lazy: computed when a check first reads
         them."""
-        kind = "server" if self.remote else "offline"
-        args = None if self.remote else {**(engine_args or {}), **REFERENCE_ARGS}
+        kind = "server" if self.remote_url else "offline"
+        args = None if self.remote_url else {**(engine_args or {}), **REFERENCE_ARGS}
         tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
 
         def alone(engine) -> list:
             return [engine.chat([with_uuids(q.conversation, f"{tag}-{i}")], sampling,
                                 adapters=[q.adapter] if q.adapter else None)[0]
                     for i, q in enumerate(workload.requests)]
-        run = Run("each_alone", workload)
-        run._go = lambda r: self._send(r, self._use(kind, workload, args, role="reference"), alone, sampling)
-        return run
+        return Run.deferred("each_alone", workload, lambda: _sent(self._use(kind, workload, args, role="reference"),
+                                                                  workload, alone, sampling))
 
     def dequantized_reference(self, workload: Workload, sampling: Sampling) -> Run:
         """The reference of a quantized build: HF transformers in this
         process, on the model the harness dequantized from the packed
         checkpoint (harness.references.dequantize), so it shares no code with the
         engine's loader. Lazy, like each_alone."""
-        run = Run("hf-dequantized", workload)
-
-        def go(r: Run) -> None:
+        def send() -> Sent:
             from harness.references.dequantize import dequantize_model
             from harness.references.hf import HfReference
 
-            use = EngineUse("hf-transformers", self.scenario(workload, "hf-dequantized"), self.entry)
+            use = EngineUse("hf-transformers", self.use_label(workload, "hf-dequantized"), self.entry)
             with tempfile.TemporaryDirectory(prefix="mmh-dequantized-") as tmp:
                 use.engine = HfReference(dequantize_model(self.model, tmp))  # loaded: tmp may go
-            r._use, r._outcomes = use, use.engine.chat(_conversations(workload), sampling)
-            r._follow = _follower(workload, sampling, lambda q, conv, s, f: use.engine.chat([conv], s, [f])[0])
+            return Sent(use, use.engine.chat(_conversations(workload), sampling),
+                        follow=_follower(workload, sampling, lambda q, conv, s, f: use.engine.chat([conv], s, [f])[0]))
 
-        run._go = go
-        return run
+        return Run.deferred("hf-dequantized", workload, send)
 
     def hf_reference(self, workload: Workload, sampling: Sampling) -> Run:
         """HF transformers in this process on the same checkpoint, with peft
         loading each request's adapter: the reference another stack gives.
         Media are fed as the harness built them, so no engine cache is
         involved. Lazy, like each_alone."""
-        run = Run("hf-peft", workload)
-
-        def go(r: Run) -> None:
+        def send() -> Sent:
             from harness.references.hf import HfReference
 
-            use = EngineUse("hf-transformers", self.scenario(workload, "hf-peft"), self.entry)
+            use = EngineUse("hf-transformers", self.use_label(workload, "hf-peft"), self.entry)
             outcomes, models = {}, {}
             # bfloat16, the engines' dtype: 11 of 14 answers token-equal with
             # vLLM against 3 of 14 in float32 (measured 2026-11-29 at output_norm_gain 16).
@@ -148,69 +143,83 @@ class Runner:
                 for i, q in enumerate(workload.requests):
                     if q.adapter == adapter:
                         outcomes[i] = use.engine.chat([q.conversation], sampling)[0]
-            r._use, r._outcomes = use, [outcomes[i] for i in range(len(workload.requests))]
-            r._follow = _follower(workload, sampling, lambda q, conv, s, f: models[q.adapter].chat([conv], s, [f])[0])
+            return Sent(use, [outcomes[i] for i in range(len(workload.requests))],
+                        follow=_follower(workload, sampling,
+                                         lambda q, conv, s, f: models[q.adapter].chat([conv], s, [f])[0]))
 
-        run._go = go
-        return run
+        return Run.deferred("hf-peft", workload, send)
 
     def concurrent(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
                    env: dict | None = None) -> Run:
         """Every request at once over HTTP; a request's adapter is the model it
         names. `env`: the server's own additions (RUNTIME_LORA_ENV, say)."""
         use = self._use("server", workload, engine_args, env=env)
-        return self._run("concurrent", workload, use,
-                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling)
+        return Run.sent("concurrent", workload, _sent(
+            use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
 
     def one(self, workload: Workload, sampling: Sampling, *, engine_args: dict | None = None,
             env: dict | None = None) -> Run:
         if len(workload.requests) != 1:
             raise ValueError(f"one() takes a single request, got {len(workload.requests)}")
-        return self._run("one", workload, self._use("server", workload, engine_args, env=env),
-                         lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling)
+        use = self._use("server", workload, engine_args, env=env)
+        return Run.sent("one", workload, _sent(
+            use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
 
     # --- engines -------------------------------------------------------------
-    def scenario(self, workload: Workload, role: str = "") -> str:
+    def use_label(self, workload: Workload, role: str = "") -> str:
         suffix = "".join(f"-{part}" for part in (workload.name, role) if part)
         return f"{self.family}[{self.entry.name}{suffix}]"
 
     def _use(self, kind: str, workload: Workload, engine_args: dict | None, role: str = "",
              env: dict | None = None) -> EngineUse:
-        if self.remote and kind != "server":
+        if self.remote_url and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
         args = self.args_for(engine_args)
-        scenario = self.scenario(workload, role)
-        key = json.dumps([kind, scenario, args, env], sort_keys=True, default=str)
+        label = self.use_label(workload, role)
+        try:  # a TP size this machine (or this run's GPUs) cannot host is skipped, saying why
+            spec = self._spec(kind, args, env or {})
+        except NotHostable as e:
+            pytest.skip(str(e))
+        key = f"{label} {spec.key}"
         use = self._uses.get(key)
-        if use is None or (use.engine is not None and id(use.engine) in self.pool.evicted):
-            self._uses[key] = self._open(kind, scenario, args, env or {})  # again, if its GPUs went to another
+        if use is None or (use.handle is not None and use.handle.evicted):
+            self._uses[key] = self._open(spec, label)  # again, if its GPUs went to another
         return self._uses[key]
 
-    def _open(self, kind: str, scenario: str, args: dict, extra_env: dict) -> EngineUse:
+    def _spec(self, kind: str, args: dict, extra_env: dict) -> EngineSpec:
+        """The engine of this runner's model for `kind` and `args`: the
+        remote server where there is one (decided here only), else one the
+        pool starts, with the TP size's placement in its environment."""
+        if self.remote_url:
+            return EngineSpec("remote", self.remote_url, "", name=self.entry.name)
+        tp = tensor_parallel(args)
+        if self._card_lease(args) and tp > 1:
+            raise NotHostable(f"TP {tp} needs {tp} GPUs; an emulated card is one")
+        env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
+        return self.pool.spec(kind, self.model, args, env, name=self.entry.name)
+
+    def _open(self, spec: EngineSpec, label: str) -> EngineUse:
+        args = spec.args
         tp = tensor_parallel(args)
         card = self._card_lease(args)
-        use = EngineUse(kind, scenario, self.entry, args=args,
+        use = EngineUse(spec.kind, label, self.entry, args=args,
                         version=self.pool.interpreter.identity.get("version"))
-        try:  # a TP size this machine (or this run's GPUs) cannot host is skipped, saying why
-            if card and tp > 1:
-                raise NotHostable(f"TP {tp} needs {tp} GPUs; an emulated card is one")
-            env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
+        try:
             heads_divide(self.model, tp)
-            use.engine = self.pool.get(kind, self.model, args, scenario=scenario,
-                                       name=self.entry.name, env=env, gpus=tp, lease=card)
+            use.handle = self.pool.get(spec, label=label, gpus=tp, lease=card)
         except NotHostable as e:
             pytest.skip(str(e))
         except NoDeviceLeft as e:  # leaks took every GPU: nothing can run, and that must show
-            use.failure = CheckFailure(Cause.LEAK, f"{kind} engine for {self.entry.name}: {e}")
+            use.failure = CheckFailure(Cause.LEAK, f"{spec.kind} engine for {self.entry.name}: {e}")
             return use
         except EngineStartupFailed as e:
-            use.failure = CheckFailure(e.crash.cause, f"{kind} engine for {self.entry.name} did not "
+            use.failure = CheckFailure(e.crash.cause, f"{spec.kind} engine for {self.entry.name} did not "
                                        f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict(),
                                                                             "start_attempts": e.attempts})
             return use
+        use.engine, use.watch = use.handle.engine, use.handle.watch
         use.window = use.engine.mark()
-        use.watch = self.pool.watch_of(use.engine)
         use.t0 = use.watch.now() if use.watch else 0.0
         self._on_engine(use.engine)
         return use
@@ -221,24 +230,22 @@ class Runner:
             return self._card[1]
         return None
 
-    def _run(self, how: str, workload: Workload, use: EngineUse, send: Callable, sampling: Sampling) -> Run:
-        run = Run(how, workload)
-        self._send(run, use, send, sampling)
-        return run
 
-    @staticmethod
-    def _send(run: Run, use: EngineUse, send: Callable, sampling: Sampling) -> None:
-        run._use = use
-        if use.engine is None:
-            return
-        observations = getattr(use.engine, "observations", None)
-        offset = observations.mark() if observations else 0
-        run._outcomes = send(use.engine)
-        run._observed = observations.since(offset) if observations else None
-        if use.engine.kind == "offline":  # the driver that takes forced tokens
-            engine = use.engine
-            run._follow = _follower(workload=run.workload, sampling=sampling, send=lambda q, conv, s, f: engine.chat(
-                [conv], s, adapters=[q.adapter] if q.adapter else None, forced=[f])[0])
+def _sent(use: EngineUse, workload: Workload, send: Callable, sampling: Sampling) -> Sent:
+    """Send through `use`'s engine (`send(engine)` -> outcomes), keeping what
+    the engine observed meanwhile and, on the driver that takes forced
+    tokens, the follower. An engine that never started sends nothing."""
+    if use.engine is None:
+        return Sent(use)
+    engine = use.engine
+    observations = getattr(engine, "observations", None)
+    offset = observations.mark() if observations else 0
+    outcomes = send(engine)
+    follow = None
+    if engine.kind == "offline":
+        follow = _follower(workload, sampling, lambda q, conv, s, f: engine.chat(
+            [conv], s, adapters=[q.adapter] if q.adapter else None, forced=[f])[0])
+    return Sent(use, outcomes, observations.since(offset) if observations else None, follow)
 
 
 def _conversations(workload: Workload) -> list[list[dict]]:

@@ -75,15 +75,6 @@ def _processor(model: str):
     return AutoProcessor.from_pretrained(model)
 
 
-def feature_frames(model: str, clip: Clip) -> int:
-    """Frames the model's own feature extractor makes of this clip: what the
-    engine's audio encoder must be seen to receive."""
-    fe = processor(model).feature_extractor
-    out = fe([clip.samples], sampling_rate=clip.sample_rate, return_tensors="np")
-    mask = out.get("input_features_mask", out.get("attention_mask"))
-    return int(mask.sum()) if mask is not None else int(out["input_features"].shape[-2])
-
-
 def max_audio_seconds(model: str) -> float:
     """The longest clip the model's processor takes whole: the feature
     extractor's truncation length, and for Gemma4 its audio token budget."""
@@ -121,7 +112,7 @@ def _truncated_wav() -> dict:
 @dataclass(frozen=True)
 class Edge:
     """An edge or hostile input, and the outcome it must get (see
-    harness.checks.check_edge_outcome); `held_to` names the input whose
+    harness.checks.requests.check_edge_outcome); `held_to` names the input whose
     prompt tokens it is compared with."""
     part: Callable[[str], dict]
     expect: str

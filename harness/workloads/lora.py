@@ -7,7 +7,7 @@ The adapters a scenario holds:
   lm               the language model's attention
   tower (reloaded) `tower`'s name with weights of another draw: what a user
                    gets after reloading an adapter under the same name
-  probe-<family>   exactly one module family each (harness/lora/families.py)
+  probe-<group>   exactly one module group each (harness/lora/groups.py)
 Every adapter version has its own vLLM id; a request names it by `name`.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from fixtures import adapters as crafted
 from fixtures import media
 from harness.engines.base import LoraAdapter
-from harness.lora.families import FAMILIES
+from harness.lora.groups import MODULE_GROUPS
 from harness.workloads.audio import PROMPT as AUDIO_PROMPT
 from harness.workloads.audio import clips
 from harness.workloads.chat import image_part, user, video_part
@@ -29,7 +29,7 @@ PROMPTS = {"text": "Tell me a short story about the sea.",
            "video": "What happens in this video?",
            "audio": AUDIO_PROMPT}
 # The scenario family these adapters serve: what its engines need to serve
-# them (LoRA on, rank, slots) is in models.toml under [families.<this>].
+# them (LoRA on, rank, slots) is in models.toml under [per_family.<this>].
 FAMILY = "test_vision_lora"
 # The reference engine keeps every adapter the family uses resident, so no
 # reference ever runs beside a full set of slots: what slot reuse does is
@@ -84,12 +84,12 @@ class Adapters:
         and peft fetch it themselves), named after its last path part."""
         return self._numbered(Path(source).name, source)
 
-    def probe(self, family: str) -> LoraAdapter:
-        return self.of(crafted.AdapterSpec(f"probe-{family}", (family,)))
+    def probe(self, group: str) -> LoraAdapter:
+        return self.of(crafted.AdapterSpec(f"probe-{group}", (group,)))
 
     def present(self) -> dict[str, list[str]]:
-        """The module families this base has, with their modules."""
-        return crafted.families_present(self.base_dir)
+        """The module groups this base has, with their modules."""
+        return crafted.groups_present(self.base_dir)
 
 
 def _name(adapter: LoraAdapter | None) -> str:
@@ -142,9 +142,9 @@ def crossed(work: Workload, adapters: list[LoraAdapter | None]) -> Workload:
 
 
 def targets(adapter: LoraAdapter | None) -> list[str]:
-    """The module families an adapter of this workload targets, for the record."""
+    """The module groups an adapter of this workload targets, for the record."""
     if adapter is None:
         return []
     if adapter.name.startswith("probe-"):
         return [adapter.name.removeprefix("probe-")]
-    return [f for f in crafted.STANDARD.get(adapter.name, ()) if f in FAMILIES]
+    return [f for f in crafted.STANDARD.get(adapter.name, ()) if f in MODULE_GROUPS]

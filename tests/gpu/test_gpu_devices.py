@@ -32,7 +32,7 @@ from harness.memory.card import emulation_unavailable_reason, get_profile
 from harness.memory.card.emulation import card_answer
 from harness.memory.nvml import Nvml
 from harness.plugins.card import _Ballasts
-from harness.plugins.engines import _teardown_record
+from harness.engines.teardown import teardown_record
 from harness.units import GiB, MiB
 
 _REASON = emulation_unavailable_reason()  # NVML, and torch with CUDA in this interpreter
@@ -80,6 +80,9 @@ class CudaHolder:
             self.popen.wait(60)
         return []
 
+    def settle(self):
+        pass
+
     def kill(self):
         self.popen.kill()
         self.popen.wait(60)
@@ -122,7 +125,7 @@ def test_the_ledger_hands_out_each_gpu_once(tmp_path, devices):
 
 
 def test_a_child_sees_its_leased_gpu_only(pool, devices):
-    engine = pool.get("offline", "m", {}, scenario="s-visible", name="m")
+    engine = pool.get(pool.spec("offline", "m", name="m"), label="s-visible").engine
     count, uuid = engine.seen
     assert count == 1
     assert uuid.removeprefix("GPU-") in nvml_uuid(devices[-1])
@@ -131,28 +134,28 @@ def test_a_child_sees_its_leased_gpu_only(pool, devices):
 def test_the_gpu_comes_back_once_a_real_allocation_is_freed(pool, devices):
     device = devices[-1]
     before = used(device)
-    pool.get("offline", "m", {}, scenario="s-freed", name="m")
+    pool.get(pool.spec("offline", "m", name="m"), label="s-freed").engine
     assert used(device) - before >= HOLD_BYTES
     [entry] = pool.release_since(0)
     verdict = entry.leak_verdict
     assert verdict.ok and entry.taken_out == [], verdict.message
     assert used(device) - before < verdict.recoveries[0].margin
     assert pool.ledger.state()["held"] == {} and pool.ledger.lost() == {}
-    assert pool.get("offline", "m", {}, scenario="s-next", name="m").seen[0] == 1
+    assert pool.get(pool.spec("offline", "m", name="m"), label="s-next").engine.seen[0] == 1
 
 
 def test_a_gpu_a_live_process_still_holds_is_a_leak_and_out_of_the_run(pool, devices, monkeypatch):
     monkeypatch.setattr(CudaHolder, "keep_holding", True)
     pool.leak_wait_s = 3.0
-    engine = pool.get("offline", "m", {}, scenario="s-leaky", name="m")
+    engine = pool.get(pool.spec("offline", "m", name="m"), label="s-leaky").engine
     try:
         [entry] = pool.release_since(0)
-        record = _teardown_record(entry)
+        record = teardown_record(entry)
         assert (record.verdict, record.cause) == (Verdict.FAIL.value, Cause.LEAK.value)
         assert "served: s-leaky" in record.message and f"gpu{devices[-1]}" in record.message
         assert entry.taken_out == [devices[-1]]
         with pytest.raises(NoDeviceLeft, match="served: s-leaky"):
-            pool.get("offline", "m", {}, scenario="s-after", name="m")
+            pool.get(pool.spec("offline", "m", name="m"), label="s-after").engine
     finally:
         engine.kill()
 

@@ -137,7 +137,7 @@ def test_ballast_leaves_the_profile_free_and_the_capacity_check_agrees(torch_cud
         print(f"engine peak {peak}, arithmetic {arithmetic}")
     pid = ready.pid
     assert not os.path.exists(f"/proc/{pid}"), "ballast process survived"
-    teardown = check_gpu_teardown({device: baseline_used}, scenarios=["gpu-check"], margin_bytes=64 * MiB,
+    teardown = check_gpu_teardown({device: baseline_used}, uses=["gpu-check"], margin_bytes=64 * MiB,
                                   timeout_s=30, nvml=nvml)
     assert teardown.ok, teardown.message
 
@@ -148,7 +148,7 @@ def test_memory_still_held_is_reported_as_a_leak(torch_cuda, nvml, device):
     block = torch.empty(GiB, dtype=torch.uint8, device="cuda:0")
     settle(torch)
     try:
-        leak = check_gpu_teardown(baseline, scenarios=["held"], margin_bytes=64 * MiB, timeout_s=1,
+        leak = check_gpu_teardown(baseline, uses=["held"], margin_bytes=64 * MiB, timeout_s=1,
                                   nvml=nvml)
         assert (leak.ok, leak.cause) == (False, Cause.LEAK)
         assert leak.evidence()["recoveries"][0]["excess"] >= GiB

@@ -31,8 +31,8 @@ def test_make_nightly_runs_one_worker_per_gpu_of_the_run():
 
 def test_preflight_reads_the_free_memory_of_the_runs_gpus():
     [entry] = [e for e in models_for("gpu") if e.name == "gemma-4-e2b"]
-    nothing = replace(entry, families={"f": {"gpu_memory_utilization": 0.0}})
+    nothing = replace(entry, per_family={"f": {"gpu_memory_utilization": 0.0}})
     assert gpu_problems((nothing,), families=("f",)) == []
-    too_much = replace(entry, families={"f": {"gpu_memory_utilization": 1.01}})
+    too_much = replace(entry, per_family={"f": {"gpu_memory_utilization": 1.01}})
     [problem] = gpu_problems((too_much,), families=("f",))
     assert "1.01 of the device" in problem and f"GPU {run_devices()[0]}:" in problem

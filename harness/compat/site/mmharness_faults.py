@@ -172,7 +172,7 @@ def _reject_8khz(module) -> None:
 
 
 # The vision tower's MLP linears as vLLM names them (Gemma4: the tower's
-# `<proj>.linear`; harness/lora/families.py: vision.gate, vision.up, vision.down).
+# `<proj>.linear`; harness/lora/groups.py: vision.gate, vision.up, vision.down).
 VISION_MLP = re.compile(r"vision_tower\..*\.mlp\.(?:gate|up|down)_proj(?:\..+)?")
 
 

@@ -2,8 +2,10 @@
 fixed rate, and the record it leaves (timeline, peaks, marks, achieved rate).
 
 A backend implements `_read()` (one tick: {key: bytes}) and may implement
-`_refresh()` (slow bookkeeping such as re-walking a process tree, called at
-most every `refresh_interval_s`). Keys name what a value measures, e.g.
+`_refresh()` (slow bookkeeping such as re-walking a process tree, called
+every `refresh_interval_s` on a thread of its own, so a slow walk never
+delays a tick). Both threads ask to be scheduled ahead of the engine's
+(priority.py); the record says what they got. Keys name what a value measures, e.g.
 "engine-rss" or "gpu0-used"; a key missing from a tick means "not known at
 that moment", never zero.
 """
@@ -19,7 +21,11 @@ from typing import Iterator
 
 from harness.memory.timeline import downsample
 
+from .priority import raise_thread_priority
+
 DEFAULT_RATE_HZ = 100.0
+MIN_REFRESH_INTERVAL_S = 0.05
+REFRESH_WAIT_S = 10.0  # a mark waits this long at most for the tree as it is now
 
 # Stored in a series where the key had no value at that tick.
 _ABSENT = -1
@@ -79,7 +85,8 @@ class SamplerResult:
 
     @property
     def cpu_fraction(self) -> float:
-        """CPU time the sampling thread used, as a fraction of one core."""
+        """CPU time the sampler's threads used (ticks and refreshes), as a
+        fraction of one core."""
         return self.cpu_seconds / self.duration_s if self.duration_s > 0 else 0.0
 
     @property
@@ -189,6 +196,8 @@ class Sampler:
     """
 
     name = "sampler"
+    # False leaves both threads at normal priority (benchmarks/bench_samplers.py compares).
+    raise_priority = True
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, refresh_interval_s: float = 0.5):
         if rate_hz <= 0:
@@ -196,16 +205,22 @@ class Sampler:
         self.rate_hz = float(rate_hz)
         self.refresh_interval_s = refresh_interval_s
         self._lock = threading.Lock()
-        self._stopping = False
+        self._stopping = threading.Event()
+        # Refreshes run on the refresh thread only, also those a mark or the
+        # start asks for: at normal priority a walk preempted while holding
+        # the GIL kept the sampling thread waiting (measured: up to 1.7 s).
+        self._refresh_asked = threading.Condition()
+        self._asked = self._done = 0
         self._thread: threading.Thread | None = None
+        self._refresher: threading.Thread | None = None
         self._series = _Series()
         self._marks: list[tuple[float, str]] = []
         self._notes: list[str] = []
         self._meta: dict = {}
         self._ticks = 0
-        self._cpu_seconds = 0.0
+        # Each thread's own CPU time, written by that thread only (no lock on the tick's path).
+        self._tick_cpu = self._refresh_cpu = 0.0
         self._started = self._started_unix = 0.0
-        self._last_refresh = float("-inf")
         self._error: BaseException | None = None
 
     # -- backend hooks ----------------------------------------------------
@@ -216,7 +231,8 @@ class Sampler:
         """Release what _open acquired."""
 
     def _refresh(self) -> None:
-        """Slow bookkeeping, run at most every refresh_interval_s."""
+        """Slow bookkeeping, every refresh_interval_s on its own thread; it
+        and _read share the backend's state, so guard what both touch."""
 
     def _read(self) -> dict[str, int]:
         raise NotImplementedError
@@ -239,6 +255,9 @@ class Sampler:
         if self._thread is not None:
             raise RuntimeError(f"{self.name} already started")
         self._open()
+        self._refresher = threading.Thread(target=self._refresh_run, name=f"{self.name}-refresh", daemon=True)
+        self._refresher.start()
+        self._refresh_and_wait()
         self._started, self._started_unix = time.monotonic(), time.time()
         self._tick()  # a first sample before start() returns, so no window is empty
         self._thread = threading.Thread(target=self._run, name=f"{self.name}-thread", daemon=True)
@@ -246,10 +265,12 @@ class Sampler:
         return self
 
     def mark(self, label: str) -> float:
-        """Take a sample now and label its instant; returns that time, so a
-        window between two marks holds both marks' samples."""
+        """Take a sample now, of the tree as it is now, and label its
+        instant; returns that time, so a window between two marks holds both
+        marks' samples."""
         if self._thread is None:
             raise RuntimeError(f"{self.name} is not started")
+        self._refresh_and_wait()
         with self._lock:
             t = self._tick_locked()
             self._marks.append((t, label))
@@ -258,17 +279,16 @@ class Sampler:
     def window(self, t0: float, t1: float) -> SamplerResult:
         """Samples in [t0, t1] so far, without stopping the sampler."""
         with self._lock:
-            return self._result(time.monotonic(), copy=False).window(t0, t1)
-
-    def snapshot(self) -> SamplerResult:
-        with self._lock:
-            return self._result(time.monotonic(), copy=True)
+            return self._result(time.monotonic()).window(t0, t1)
 
     def stop(self) -> SamplerResult:
         if self._thread is None:
             raise RuntimeError(f"{self.name} was not started")
-        self._stopping = True  # the thread sees it within one period
+        self._stopping.set()  # the threads see it within one period
+        with self._refresh_asked:
+            self._refresh_asked.notify_all()
         self._thread.join()
+        self._refresher.join()
         if self._error is None:
             try:
                 self._tick()  # a last sample at the moment of stopping
@@ -279,7 +299,7 @@ class Sampler:
         if self._error is not None:
             raise RuntimeError(f"{self.name} thread failed") from self._error
         with self._lock:
-            return self._result(stopped, copy=False)
+            return self._result(stopped)
 
     def __enter__(self) -> "Sampler":
         return self.start()
@@ -289,12 +309,11 @@ class Sampler:
             self.stop()
 
     # -- internals --------------------------------------------------------
-    def _result(self, stopped: float, copy: bool) -> SamplerResult:
+    def _result(self, stopped: float) -> SamplerResult:
         return SamplerResult(
             sampler=self.name, rate_hz=self.rate_hz, started=self._started, stopped=stopped,
-            started_unix=self._started_unix, cpu_seconds=self._cpu_seconds, ticks=self._ticks,
-            marks=list(self._marks), notes=list(self._notes), meta=dict(self._meta),
-            _series=self._series.copy() if copy else self._series,
+            started_unix=self._started_unix, cpu_seconds=self._tick_cpu + self._refresh_cpu, ticks=self._ticks,
+            marks=list(self._marks), notes=list(self._notes), meta=dict(self._meta), _series=self._series,
         )
 
     def _tick(self) -> None:
@@ -302,33 +321,64 @@ class Sampler:
             self._tick_locked()
 
     def _tick_locked(self) -> float:
-        now = time.monotonic()
-        if now - self._last_refresh >= self.refresh_interval_s:
-            self._refresh()
-            self._last_refresh = now
         reading = self._read()
         t = time.monotonic()
         self._series.append(t, reading)
         self._ticks += 1
         return t
 
+    def _priority(self) -> str:
+        return raise_thread_priority() if self.raise_priority else "normal"
+
+    def _refresh_and_wait(self) -> None:
+        """Have the refresh thread refresh now, and wait for it (bounded)."""
+        with self._refresh_asked:
+            self._asked += 1
+            asked = self._asked
+            self._refresh_asked.notify_all()
+            self._refresh_asked.wait_for(lambda: self._done >= asked or not self._refresher.is_alive(),
+                                         timeout=REFRESH_WAIT_S)
+
+    def _refresh_run(self) -> None:
+        self._meta["refresh_priority"] = self._priority()
+        # never a busy loop: this thread may run ahead of every normal one
+        interval = max(self.refresh_interval_s, MIN_REFRESH_INTERVAL_S)
+        try:
+            while True:
+                with self._refresh_asked:
+                    self._refresh_asked.wait_for(lambda: self._asked > self._done or self._stopping.is_set(),
+                                                 timeout=interval)
+                    asked = self._asked
+                if self._stopping.is_set():
+                    break
+                self._refresh()
+                self._refresh_cpu = time.thread_time()
+                with self._refresh_asked:
+                    self._done = asked
+                    self._refresh_asked.notify_all()
+        except BaseException as exc:  # surfaced by stop()
+            self._error = exc
+            with self._refresh_asked:
+                self._refresh_asked.notify_all()
+
     def _run(self) -> None:
+        self._meta["priority"] = self._priority()
         period = 1.0 / self.rate_hz
-        cpu0 = time.thread_time()
         deadline = time.monotonic()
         try:
             while True:
                 deadline += period
                 delay = deadline - time.monotonic()
-                if delay < 0:  # fell behind: skip missed ticks rather than burst
+                if delay < -period:  # fell far behind: skip missed ticks rather than burst
                     deadline = time.monotonic()
+                if delay < 0:  # a little late (waiting for the GIL): keep the schedule
                     delay = 0
                 # time.sleep costs about half the CPU of Event.wait(timeout),
                 # the largest share of a tick; stopping waits one period at most
                 time.sleep(delay)
-                if self._stopping:
+                if self._stopping.is_set():
                     break
                 self._tick()
-                self._cpu_seconds = time.thread_time() - cpu0
+                self._tick_cpu = time.thread_time()  # this thread's, since it began
         except BaseException as exc:  # surfaced by stop()
             self._error = exc

@@ -8,7 +8,7 @@ margin). The machine's available memory is not a measure of that: other
 jobs on the machine move it by gigabytes.
 
 Each check returns a LeakVerdict, leak or not: the caller turns a leak into
-a record whose evidence holds the figures and the scenarios the engine served
+a record whose evidence holds the figures and the engine uses it served
 (several, for a shared engine).
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ def wait_for_exit(processes: Sequence[SeenProcess], timeout_s: float, poll_s: fl
 class LeakVerdict:
     """One engine's teardown: what came back, what did not, and who survived."""
     tier: str
-    scenarios: list[str]
+    uses: list[str]
     recoveries: list[Recovery]
     survivors: list[SeenProcess] = field(default_factory=list)
 
@@ -126,13 +126,13 @@ class LeakVerdict:
                  f"(margin {r.margin / MiB:.0f} MiB)" + (f", held by {', '.join(r.held_by)}" if r.held_by else "")
                  for r in self.recoveries if not r.returned]
         parts += [f"process {p.pid} ({p.name}) survived teardown" for p in self.survivors]
-        served = ", ".join(self.scenarios) or "no scenario named"
+        served = ", ".join(self.uses) or "no engine use named"
         return f"engine teardown (served: {served}): " + "; ".join(parts)
 
     def evidence(self) -> dict:
         return {
             "tier": self.tier,
-            "scenarios": list(self.scenarios),
+            "uses": list(self.uses),
             "recoveries": [asdict(r) for r in self.recoveries],
             "survivors": [asdict(p) for p in self.survivors],
         }
@@ -141,7 +141,7 @@ class LeakVerdict:
 # -- host tier ------------------------------------------------------------
 
 def check_host_teardown(engine_processes: Iterable[SeenProcess], engine_segments: Iterable[str], *,
-                        scenarios: Sequence[str] = (), margin_bytes: int = DEFAULT_SHM_MARGIN,
+                        uses: Sequence[str] = (), margin_bytes: int = DEFAULT_SHM_MARGIN,
                         timeout_s: float = DEFAULT_WAIT_S) -> LeakVerdict:
     """After teardown: every process the engine's tree ever had is gone, and
     the /dev/shm segments it created ("name:inode") are removed, or hold no
@@ -154,7 +154,7 @@ def check_host_teardown(engine_processes: Iterable[SeenProcess], engine_segments
                                  lambda: sum(held_bytes(segments).values()), 0, margin_bytes,
                                  higher_is_held=True, timeout_s=left)
     recovery.held_by = sorted(held_bytes(segments)) if not recovery.returned else []
-    return LeakVerdict("host", list(scenarios), [recovery], survivors)
+    return LeakVerdict("host", list(uses), [recovery], survivors)
 
 
 # -- GPU tier -------------------------------------------------------------
@@ -170,7 +170,7 @@ def gpu_baseline(devices: Iterable[int], nvml: Nvml | None = None) -> dict[int, 
             nvml.close()
 
 
-def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str] = (),
+def check_gpu_teardown(baseline_used: dict[int, int], *, uses: Sequence[str] = (),
                        engine_processes: Iterable[SeenProcess] = (),
                        margin_bytes: int = DEFAULT_GPU_MARGIN, timeout_s: float = DEFAULT_WAIT_S,
                        nvml: Nvml | None = None) -> LeakVerdict:
@@ -191,4 +191,4 @@ def check_gpu_teardown(baseline_used: dict[int, int], *, scenarios: Sequence[str
     finally:
         if own:
             nvml.close()
-    return LeakVerdict("gpu", list(scenarios), recoveries, survivors)
+    return LeakVerdict("gpu", list(uses), recoveries, survivors)

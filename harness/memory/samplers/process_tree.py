@@ -7,12 +7,14 @@ walk runs only on refresh(), using /proc/<pid>/task/<tid>/children where the
 kernel has it, and each tick re-reads an already open /proc/<pid>/statm with
 one pread (well under a microsecond of kernel time per process). An open
 /proc/<pid> file stays bound to that process, so a recycled pid can never be
-read by mistake. Off Linux, psutil does both jobs.
+read by mistake. Off Linux, psutil does both jobs. The walk and the reads run
+on different threads: membership changes under a lock, the walk outside it.
 """
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import dataclass
 
 import psutil
@@ -48,7 +50,8 @@ def _proc_children(pid: int) -> list[int] | None:
     return kids
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
+    """Every descendant's pid: /proc's children files, else psutil's scan of all /proc."""
     if _HAVE_PROC:
         found, stack = [], [root]
         while stack:
@@ -74,24 +77,31 @@ class ProcessTree:
             raise ValueError(f"no process with pid {root_pid}")
         self.root_pid = root_pid
         self._fds: dict[int, int | psutil.Process] = {}  # pid -> statm fd, or a psutil handle off Linux
+        self._lock = threading.Lock()  # held while the members change or are read, never during the walk
         # every process that was ever a member, keyed by (pid, create_time)
         # because a pid can be recycled by an unrelated process
         self.seen: dict[tuple[int, float], SeenProcess] = {}
 
     @property
     def pids(self) -> set[int]:
-        return set(self._fds)
+        with self._lock:
+            return set(self._fds)
 
     def refresh(self) -> None:
-        current = {self.root_pid, *_descendants(self.root_pid)} if psutil.pid_exists(self.root_pid) else set()
-        for pid in set(self._fds) - current:
-            self._forget(pid)
-        for pid in current - set(self._fds):
-            self._adopt(pid)
+        current = {self.root_pid, *descendants(self.root_pid)} if psutil.pid_exists(self.root_pid) else set()
+        adopted = {pid: handle for pid in current - self.pids if (handle := self._open(pid)) is not None}
+        with self._lock:
+            for pid in set(self._fds) - current:
+                self._forget(pid)
+            self._fds.update(adopted)
 
     def rss_bytes(self) -> int:
+        with self._lock:
+            return self._rss_bytes()
+
+    def _rss_bytes(self) -> int:
         total = 0
-        for pid, handle in list(self._fds.items()):
+        for pid, handle in self._fds.items():
             if isinstance(handle, int):
                 try:
                     # statm: size resident shared text lib data dt, in pages
@@ -108,17 +118,20 @@ class ProcessTree:
         return total
 
     def close(self) -> None:
-        for pid in list(self._fds):
-            self._forget(pid)
+        with self._lock:
+            for pid in list(self._fds):
+                self._forget(pid)
 
-    def _adopt(self, pid: int) -> None:
+    def _open(self, pid: int) -> int | psutil.Process | None:
+        """A new member's handle, noted as seen; None if it exited meanwhile."""
         try:
             proc = psutil.Process(pid)
-            created = proc.create_time()
-            self.seen.setdefault((pid, created), SeenProcess(pid, created, proc.name()))
-            self._fds[pid] = os.open(f"/proc/{pid}/statm", os.O_RDONLY) if _HAVE_PROC else proc
+            seen = SeenProcess(pid, proc.create_time(), proc.name())
+            handle = os.open(f"/proc/{pid}/statm", os.O_RDONLY) if _HAVE_PROC else proc
         except (psutil.Error, OSError):
-            pass  # exited between the walk and now
+            return None  # exited between the walk and now
+        self.seen.setdefault((pid, seen.create_time), seen)
+        return handle
 
     def _forget(self, pid: int) -> None:
         handle = self._fds.pop(pid)

@@ -10,6 +10,7 @@ a few KiB).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -30,11 +31,7 @@ def segments_used_by(pids: Iterable[int], shm_dir: Path = SHM_DIR) -> set[str]:
     paths: set[str] = set()
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/maps", "rb") as f:
-                for line in f:
-                    at = line.find(prefix.encode())
-                    if at >= 0 and not line.rstrip().endswith(b"(deleted)"):
-                        paths.add(line[at:].rstrip().decode("utf-8", "replace"))
+            paths.update(_mapped(pid, prefix))
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:  # gone meanwhile, or not ours to read
             continue
@@ -52,6 +49,22 @@ def segments_used_by(pids: Iterable[int], shm_dir: Path = SHM_DIR) -> set[str]:
         except OSError:
             continue
     return named
+
+
+def _mapped(pid: int, prefix: str) -> list[str]:
+    """Paths under prefix in the process's memory map. The map is read in a
+    few large reads and searched as bytes: each read holds the process's
+    mmap lock, so a short reader stalls the engine least."""
+    fd = os.open(f"/proc/{pid}/maps", os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    # a whole line's path under prefix, unless the kernel marks it deleted
+    pattern = re.escape(prefix.encode()) + rb"[^\n]*(?<! \(deleted\))(?=\n|$)"
+    return [m.decode("utf-8", "replace") for m in re.findall(pattern, b"".join(chunks))]
 
 
 def held_bytes(segments: Iterable[str], shm_dir: Path = SHM_DIR) -> dict[str, int]:
