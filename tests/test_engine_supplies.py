@@ -59,7 +59,28 @@ def test_no_audio_decoder_borrows_the_harness_pyav(tmp_path):
     assert "Install one: pip install av" in supplies.shortfalls(other_python)[0]
 
 
-def test_missing_torchaudio_and_timm_are_named_with_what_to_install():
+def test_timm_is_lent_from_the_harness_to_an_engine_without_it(tmp_path):
+    [folder] = supplies.supplied_paths(_identity(timm=None), tmp_path)
+    assert (folder / "timm" / "__init__.py").is_file()
+    assert list(folder.glob("timm-*.dist-info"))  # the engine reads its version too
+    other_python = _identity(timm=None) | {"python_version": "3.99"}
+    assert supplies.supplied_paths(other_python, tmp_path) == [folder]  # pure Python
+    assert supplies.shortfalls(_identity(timm=None)) == []
+    assert supplies.build_shortfalls(_identity(timm=None), ["gemma3n"]) == []
+
+
+def test_timm_that_neither_has_stops_only_a_gemma3n_build(monkeypatch):
+    monkeypatch.setattr(supplies, "_harness_has", lambda name: name != "timm")
+    identity = _identity(timm=None)
+    assert supplies.build_shortfalls(identity, ["gemma4", "gemma4-awq"]) == []
+    [note] = supplies.build_shortfalls(identity, ["gemma4", "gemma3n"])
+    assert note == ("engine interpreter /x/bin/python: building the tiny gemma3n needs timm, which "
+                    "neither it nor the harness has. Install it into the engine's venv: "
+                    "pip install timm==1.0.31 --no-deps")
+
+
+def test_missing_torchaudio_and_timm_are_named_with_what_to_install(monkeypatch):
+    monkeypatch.setattr(supplies, "_harness_has", lambda name: False)
     identity = _identity(torchaudio={"version": None, "path": None, "error": None}, timm=None)
     audio, timm = supplies.shortfalls(identity)
     assert "HTTP 500" in audio and supplies.FINDING_001 in audio

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -180,6 +181,22 @@ def test_an_engine_interpreter_that_cannot_run_the_probe_is_a_problem(tmp_path):
     [problem] = interpreter_problems(EngineInterpreter(python), gpu=False)
     assert problem.startswith(f"engine interpreter: {python} cannot run the engine probe (exit 3)")
     assert "no module named vllm" in problem
+
+
+def test_a_tiny_model_the_interpreter_cannot_build_stops_the_run_naming_interpreter_and_package(monkeypatch):
+    from harness import preflight
+    from harness.engines import supplies
+    from harness.plugins.preflight import stop_if_missing
+
+    monkeypatch.setattr(supplies, "_harness_has", lambda name: False)
+    monkeypatch.setattr(preflight, "tiny_cache_problems", lambda: [])
+    lacking = SimpleNamespace(identity={"python": "/plain/bin/python", "timm": None})
+    assert problems(Needs("cpu", entries=(CPU["tiny-gemma4"],), interpreter=lacking)) == []
+    [problem] = problems(Needs("cpu", entries=(CPU["tiny-gemma4"], CPU["tiny-gemma3n"]), interpreter=lacking))
+    assert problem.startswith("engine interpreter /plain/bin/python: building the tiny gemma3n needs timm")
+    with pytest.raises(pytest.UsageError, match="no check ran") as stopped:  # exit status 4
+        stop_if_missing(Needs("cpu", entries=(CPU["tiny-gemma3n"],), interpreter=lacking))
+    assert str(stopped.value).count("\n  - ") == 1  # one message
 
 
 def test_the_cpu_engine_on_the_gpu_tier_is_a_problem(interpreter):

