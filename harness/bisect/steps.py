@@ -53,7 +53,7 @@ class StepRunner:
     tier: str = "cpu"
     keyword: str | None = None
     pytest_args: tuple[str, ...] = ()
-    pip_args: tuple[str, ...] = ()
+    pip_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per version: where pip finds it
     venv_root: Path | None = None
     log: object = print
     runs: dict[str, int] = field(default_factory=dict)
@@ -70,7 +70,7 @@ class StepRunner:
         spec = f"{self.dist}=={version}"
         started = time.monotonic()
         try:
-            venv = venvs.install(spec, self.venv_root, extra_pip_args=self.pip_args, log=self.log)
+            venv = venvs.install(spec, self.venv_root, extra_pip_args=self.pip_args.get(version, ()), log=self.log)
         except venvs.InstallFailed as e:
             return Outcome(UNTESTABLE, detail=f"install failed: {e.message}",
                            extra={"duration_s": round(time.monotonic() - started, 1)})

@@ -6,6 +6,7 @@ listed; pre-releases only when asked for, or when an end is one.
 """
 from __future__ import annotations
 
+import urllib.parse
 import urllib.request
 from html.parser import HTMLParser
 
@@ -21,14 +22,23 @@ class VersionsError(ValueError):
 
 
 class _Links(HTMLParser):
-    def __init__(self):
+    """The links of an index page: file names, or (`keep_folders`) the
+    folders a root page lists."""
+
+    def __init__(self, keep_folders: bool = False):
         super().__init__()
+        self.keep_folders = keep_folders
         self.files: list[str] = []
 
     def handle_starttag(self, tag, attrs):
-        if tag == "a":
-            href = dict(attrs).get("href") or ""
-            self.files.append(href.split("#", 1)[0].rsplit("/", 1)[-1])
+        if tag != "a":
+            return
+        href = urllib.parse.unquote((dict(attrs).get("href") or "").split("#", 1)[0])
+        if self.keep_folders:
+            if href.endswith("/") and "/" not in href.rstrip("/") and href not in ("../", "./"):
+                self.files.append(href.rstrip("/"))
+        else:
+            self.files.append(href.rsplit("/", 1)[-1])
 
 
 def files_of(dist: str, index_url: str = PYPI_SIMPLE) -> list[str]:
@@ -42,6 +52,26 @@ def files_of(dist: str, index_url: str = PYPI_SIMPLE) -> list[str]:
     links = _Links()
     links.feed(html)
     return links.files
+
+
+def commit_wheels(dist: str, wheel_index: str) -> dict[str, str]:
+    """A per-commit wheel index in vLLM's layout (wheels.vllm.ai: the root
+    lists one folder per commit, and `<commit>/<dist>/` lists that commit's
+    wheels, versioned like 0.31.1.dev3+g1a2b3c4): each commit's version and
+    the index URL pip installs it from. Dev versions order the commits."""
+    root = wheel_index.rstrip("/")
+    try:
+        with urllib.request.urlopen(root + "/", timeout=TIMEOUT_S) as page:
+            html = page.read().decode("utf-8", "replace")
+    except OSError as e:
+        raise VersionsError(f"cannot read the wheel index {root}/: {e}") from None
+    links = _Links(keep_folders=True)
+    links.feed(html)
+    found = {}
+    for folder in links.files:
+        for version in released(dist, files_of(dist, f"{root}/{folder}"), pre=True):
+            found[version] = f"{root}/{folder}"
+    return found
 
 
 def version_of_file(dist: str, filename: str) -> Version | None:
@@ -78,10 +108,15 @@ def between(versions: list[str], a: str, b: str) -> list[str]:
 
 
 def listed_versions(dist: str, a: str, b: str, *, index_url: str = PYPI_SIMPLE,
-                    given: list[str] | None = None) -> list[str]:
-    """The versions a bisect between `a` and `b` walks: `given`, or the index's."""
+                    given: list[str] | None = None, commits: dict[str, str] | None = None) -> list[str]:
+    """The versions a bisect between `a` and `b` walks: `given`; or, over a
+    per-commit wheel index, the ends and the `commits` between them; or the
+    index's releases."""
     if given:
         return sorted(dict.fromkeys([*given, a, b]), key=Version)
+    if commits is not None:
+        lo, hi = sorted((Version(a), Version(b)))
+        return [str(v) for v in sorted({lo, hi} | {v for v in map(Version, commits) if lo < v < hi})]
     pre = any(Version(v).is_prerelease for v in (a, b))
     return between(released(dist, files_of(dist, index_url), pre=pre), a, b)
 
