@@ -113,7 +113,6 @@ def bisect(versions: Sequence[str], good: str, bad: str, probe: Callable[[str], 
         raise ValueError("the good and the bad end are the same version")
     direction = "first bad" if g < b else "first fixed"
     answer = Answer(direction)
-    steps: dict[str, Step] = {}
 
     def judge(version: str, bad_cause: str | None) -> Step:
         runs = store.outcomes(version)
@@ -124,7 +123,6 @@ def bisect(versions: Sequence[str], good: str, bad: str, probe: Callable[[str], 
             runs.append(probe(version))
             store.add(version, runs[1])
         step = Step(version, label_of(runs[:2], bad_cause), runs[:2])
-        steps[version] = step
         answer.steps.append(step)
         return step
 

@@ -43,13 +43,16 @@ class _Links(HTMLParser):
 
 def files_of(dist: str, index_url: str = PYPI_SIMPLE) -> list[str]:
     """The file names an index lists for `dist` (http(s) or file URL)."""
-    url = f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/"
+    return _links(f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/", "the index page")
+
+
+def _links(url: str, what: str, *, folders: bool = False) -> list[str]:
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as page:
             html = page.read().decode("utf-8", "replace")
     except OSError as e:
-        raise VersionsError(f"cannot read the index page {url}: {e}") from None
-    links = _Links()
+        raise VersionsError(f"cannot read {what} {url}: {e}") from None
+    links = _Links(keep_folders=folders)
     links.feed(html)
     return links.files
 
@@ -60,15 +63,8 @@ def commit_wheels(dist: str, wheel_index: str) -> dict[str, str]:
     wheels, versioned like 0.31.1.dev3+g1a2b3c4): each commit's version and
     the index URL pip installs it from. Dev versions order the commits."""
     root = wheel_index.rstrip("/")
-    try:
-        with urllib.request.urlopen(root + "/", timeout=TIMEOUT_S) as page:
-            html = page.read().decode("utf-8", "replace")
-    except OSError as e:
-        raise VersionsError(f"cannot read the wheel index {root}/: {e}") from None
-    links = _Links(keep_folders=True)
-    links.feed(html)
     found = {}
-    for folder in links.files:
+    for folder in _links(root + "/", "the wheel index", folders=True):
         for version in released(dist, files_of(dist, f"{root}/{folder}"), pre=True):
             found[version] = f"{root}/{folder}"
     return found

@@ -123,9 +123,8 @@ def installed(root: Path | None = None) -> list[EngineVenv]:
     root = root or venvs_root()
     if not root.is_dir():
         return []
-    found = [EngineVenv(json.loads((p / STAMP).read_text())["spec"], p)
-             for p in sorted(root.iterdir()) if (p / STAMP).is_file()]
-    return found
+    return [EngineVenv(json.loads((p / STAMP).read_text())["spec"], p)
+            for p in sorted(root.iterdir()) if (p / STAMP).is_file()]
 
 
 def prune(specs: list[str] | None = None, root: Path | None = None) -> list[Path]:
