@@ -15,7 +15,8 @@
 
 Exit statuses are harness.results.status.ExitStatus: diff exits 1 when the
 new run has new failures, render, summary and merge give the run's own
-status.
+status. Ctrl-C or SIGTERM stops a command's children (pip, a bisect step)
+and exits 2; an interrupted bisect resumes from its state.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from harness.children import sigterm_interrupts
 from harness.bisect import run_bisect
 from harness.bisect.store import StoreMismatch
 from harness.bisect.versions import PYPI_SIMPLE, VersionsError
@@ -115,8 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     bisect.set_defaults(command="bisect")
 
     args = parser.parse_args(argv)
+    sigterm_interrupts()
     try:
         status = COMMANDS[args.command](args)
+    except KeyboardInterrupt:  # its children are stopped; a bisect's state is on disk, to resume
+        print(f"mmharness: {args.command} interrupted", file=sys.stderr)
+        status = ExitStatus.INTERRUPTED
     except (SpecError, VersionsError, StoreMismatch) as exc:
         print(f"error: {exc}", file=sys.stderr)
         status = ExitStatus.USAGE

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. Same-layer imports are allowed.
 LAYERS = [
-    ("harness.units", "harness.files", "harness.versions", "harness.checks.verdicts", "harness.memory.nvml",
+    ("harness.units", "harness.files", "harness.children", "harness.versions", "harness.checks.verdicts", "harness.memory.nvml",
      "harness.memory.timeline", "harness.compat"),
     ("harness.memory", "harness.results", "harness.setup", "harness.shards"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.children import run_child
 from harness.bisect.search import FAIL, PASS, UNTESTABLE, Outcome
 from harness.engines import venvs
 from harness.results.record import CheckRecord
@@ -82,7 +83,7 @@ class StepRunner:
         self.log(f"bisect: running {self.check} on {spec} -> {run_dir}")
         env = dict(os.environ, **({"HF_HUB_OFFLINE": "1"} if self.tier == "cpu" else {}))
         try:
-            out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+            out = run_child(cmd, cwd=ROOT, env=env, timeout=STEP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return Outcome(UNTESTABLE, detail=f"the step ran past {STEP_TIMEOUT_S} s",
                            extra={"run_dir": str(run_dir)})

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.children import run_child
 from harness.setup.venv import repair_engine_packages
 from harness.versions import parse_spec
 
@@ -110,7 +111,7 @@ def install(spec: str, root: Path | None = None, *, extra_pip_args: tuple[str, .
 
 def _run(spec: str, cmd: list[str]) -> None:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+        out = run_child(cmd, timeout=INSTALL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise InstallFailed(spec, f"{' '.join(cmd[:4])} … did not finish in {INSTALL_TIMEOUT_S} s") from None
     if out.returncode != 0:
