@@ -97,8 +97,10 @@ def test_vllm_resamples_non_16k_audio_in_the_plain_venv(plain):
                          env=plain.env(), capture_output=True, text=True, timeout=300)
     line = next((l for l in out.stdout.splitlines() if l.startswith("RESAMPLED ")), None)
     assert line, out.stderr[-3000:]
-    assert json.loads(line.split(" ", 1)[1]) == {
-        "method": "torchaudio", "8000": [8000, 8000, 16000], "44100": [44100, 44100, 16000]}
+    resampled = json.loads(line.split(" ", 1)[1])
+    # The release's default resampler, supplied by the harness where the venv's cannot load.
+    assert resampled.pop("method") == resampled.pop("default")
+    assert resampled == {"8000": [8000, 8000, 16000], "44100": [44100, 44100, 16000]}
 
 
 def test_nothing_is_left_to_install(plain):
@@ -123,7 +125,11 @@ def test_ragged_audio_runs_with_no_harness_error(plain, tmp_path):
                       if r.verdict == "error" and (r.cause or "").startswith("harness")]
     assert harness_errors == []
     assert {r.model for r in checks} == set(MODELS)
-    assert all(r.engine_version == plain.identity["version"] for r in checks)
+    # The venv's engine served every check it started for (one that never started names no version:
+    # 0.25.0-0.28.0 with the transformers they resolve today, see the README).
+    version = plain.identity["version"]
+    assert {r.engine_version for r in checks if r.cause != "startup-failed"} <= {version}
+    assert {r.engine_version for r in checks} <= {version, None}
     # An engine's own failures are findings (an old release may have some); none is an error.
     errors = [(r.id, r.verdict, r.cause, r.message[:300]) for r in checks if r.verdict in ("error", "skip")]
     assert errors == [], out.stdout[-3000:]
