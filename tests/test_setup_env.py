@@ -37,7 +37,8 @@ def test_vllm_resamples_8k_and_44k_with_its_default_method():
     line = next((l for l in out.stdout.splitlines() if l.startswith("RESAMPLED ")), None)
     assert line, out.stderr[-3000:]
     got = json.loads(line.split(" ", 1)[1])
-    assert got == {"method": "torchaudio", "8000": [8000, 8000, 16000], "44100": [44100, 44100, 16000]}
+    assert got == {"method": "torchaudio", "default": "torchaudio",
+                   "8000": [8000, 8000, 16000], "44100": [44100, 44100, 16000]}
 
 
 def _venv_with_torchaudio(tmp_path, version):
