@@ -26,10 +26,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness.children import sigterm_interrupts
 from harness.bisect import run_bisect
 from harness.bisect.store import StoreMismatch
 from harness.bisect.versions import PYPI_SIMPLE, VersionsError
+from harness.children import sigterm_interrupts
 from harness.engines import venvs
 from harness.report.ab import compare_ab, format_ab, render_ab
 from harness.report.diff import diff_runs, format_diff

@@ -24,7 +24,7 @@ WINDS_DOWN = textwrap.dedent("""
         open(sys.argv[1], "w").write("wound down")
         sys.exit(130)
     signal.signal(signal.SIGINT, done)
-    print("ready", flush=True)
+    open(sys.argv[1] + ".ready", "w").close()
     time.sleep(600)
 """)
 
@@ -42,7 +42,7 @@ def _wait_for(predicate, timeout=60.0):
 def test_a_child_past_its_timeout_gets_sigint_and_winds_down(tmp_path):
     marker = tmp_path / "marker"
     with pytest.raises(subprocess.TimeoutExpired):
-        run_child([sys.executable, "-c", WINDS_DOWN, str(marker)], timeout=2, grace=20)
+        run_child([sys.executable, "-c", WINDS_DOWN, str(marker)], timeout=5, grace=20)  # past its start-up
     assert marker.read_text() == "wound down"
 
 
@@ -68,9 +68,8 @@ def test_sigterm_to_the_command_stops_its_child_which_winds_down(tmp_path):
             sys.exit(2)
     """)
     proc = subprocess.Popen([sys.executable, "-c", parent], cwd=ROOT)
-    child = _wait_for(lambda: next(iter(psutil.Process(proc.pid).children()), None))
-    _wait_for(lambda: "time" in " ".join(child.cmdline()) and child.status() == psutil.STATUS_SLEEPING)
-    time.sleep(0.5)  # its handler is installed before it prints, and it sleeps after
+    _wait_for(lambda: Path(f"{marker}.ready").exists())  # its SIGINT handler is in place
+    [child] = psutil.Process(proc.pid).children()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 2
     assert marker.read_text() == "wound down"

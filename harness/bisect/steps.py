@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.children import run_child
 from harness.bisect.search import FAIL, PASS, UNTESTABLE, Outcome
+from harness.children import run_child
 from harness.engines import venvs
 from harness.results.record import CheckRecord
 from harness.results.run import ResultsError, load_results
