@@ -207,6 +207,15 @@ def test_a_failures_detail_is_rendered_once_for_both_places(report):
     assert "cuda:0: peak 21.00 GiB at 10.0 s, 95% of its 22.0 GiB budget" in article
 
 
+def _page_copy(report: Path, name: str, old: str, new: str) -> Path:
+    """A copy of the report beside it, with `old` (which must be there) replaced once by `new`."""
+    text = report.read_text()
+    assert old in text, old
+    copy = report.with_name(name)
+    copy.write_text(text.replace(old, new, 1))
+    return copy
+
+
 def _chromium(profile: Path, *args: str, window: str = "1280,2400",
               timeout: int = 60) -> subprocess.CompletedProcess:
     """Headless Chromium with its profile in the test's own directory."""
@@ -264,11 +273,9 @@ def test_browser_renders_report_without_errors(report, tmp_path):
     # draws those lazily, when an IntersectionObserver sees them near the
     # screen, and headless --dump-dom does not wait for its callback (it
     # raced in 1 of 5 runs): without the observer the page draws them all.
-    eager = report.with_name("eager.html")
-    eager.write_text(report.read_text().replace("<head>", "<head><script>delete window.IntersectionObserver;</script>", 1))
-    assert "delete window.IntersectionObserver" in eager.read_text()
-    near = _chromium(tmp_path, "--dump-dom", eager.as_uri()).stdout
-    article = near[near.index(f'id="check-{row}"'):]
+    eager = _page_copy(report, "eager.html", "<head>", "<head><script>delete window.IntersectionObserver;</script>")
+    eager_dom = _chromium(tmp_path, "--dump-dom", eager.as_uri()).stdout
+    article = eager_dom[eager_dom.index(f'id="check-{row}"'):]
     assert '<div class="uplot' in article[:article.index("</article>")]
 
     screenshot = tmp_path / "report.png"  # stays in tmp_path, for a person to look at
@@ -298,8 +305,7 @@ MEASURE = """<script>
 def test_row_opened_by_its_link_is_not_under_the_sticky_header(tmp_path):
     results = crafted_run(tmp_path, extra_passes=80)
     report = render_report(results, results.path.parent / "report.html")
-    measured = report.with_name("measured.html")
-    measured.write_text(report.read_text().replace("</body>", MEASURE))
+    measured = _page_copy(report, "measured.html", "</body>", MEASURE)
     row = _row_of(report, "scenarios/test_more.py::test_more[040]")
     done = _chromium(tmp_path, "--dump-dom", f"{measured.as_uri()}#row-{row}", window="1280,600")
     assert page_problems(done.stdout, done.stderr) == []
