@@ -78,7 +78,7 @@ def test_sigkill_of_engine_core_fails_pending_requests_promptly(server):
     results, verdict_s = kill_core_during(server, [user(f"long {i}") for i in range(6)],
                                           Sampling(max_tokens=1500, ignore_eos=True))
     assert verdict_s < 15, verdict_s
-    assert all(isinstance(r, EngineCrashed) for r in results), [type(r).__name__ for r in results]
+    assert all(isinstance(r, EngineCrashed) for r in results), [r.to_dict() for r in results]
     assert results[0].cause == Cause.ENGINE_DEAD
     # The verdict came first; the clean-up runs behind it, and close() waits for it.
     assert server.close() == []
