@@ -19,6 +19,10 @@ FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "vision-chunk-leak", "lora-ignore-vision-mlp", "media-cross", "base-under-adapter")
 
 
+# How long the kill waits for the batch to be seen in one step.
+IN_FLIGHT_BOUND_S = 60.0
+
+
 def fault_env(*names: str, scale: float | None = None) -> dict[str, str]:
     """Engine environment that switches the named faults on (env= of an engine
     or of EnginePool.get); `scale`: the leaks' size in standard deviations
@@ -37,13 +41,24 @@ def engine_core_pid(engine: Engine) -> int:
 
 def kill_core_during(engine: Engine, conversations: list, sampling: Sampling,
                      delay_s: float = 1.0) -> tuple[list[Result], float]:
-    """SIGKILL the engine core `delay_s` into the batch. Returns the batch's
-    results and the seconds from the kill to the verdict."""
+    """SIGKILL the engine core while the batch is in flight: once a step
+    holding every request of it was observed, where the engine is observed
+    (under load, a fixed delay can pass before all of them reached the
+    core), else `delay_s` into the batch. Returns the batch's results and
+    the seconds from the kill to the verdict."""
     core = engine_core_pid(engine)
+    observations, offset = engine.observations, engine.observations.mark()
     killed_at: list[float] = []
+
+    def all_in_one_step() -> bool:
+        events = observations.since(offset) or []
+        return any(e.get("event") == "step" and e.get("requests", 0) >= len(conversations) for e in events)
 
     def kill() -> None:
         time.sleep(delay_s)
+        deadline = time.monotonic() + IN_FLIGHT_BOUND_S
+        while observations.available and not all_in_one_step() and time.monotonic() < deadline:
+            time.sleep(0.05)
         killed_at.append(time.monotonic())
         os.kill(core, signal.SIGKILL)
 
