@@ -18,7 +18,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from harness.report.html import render_report
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord, record_log_tail
 from harness.results.store import RecordWriter, RunLayout
-from harness.units import GiB, MiB
+from harness.units import GiB
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from harness.checks.verdicts import Cause
-from harness.memory.nvml import Nvml, NvmlUnavailable, nvml_unavailable_reason
+from harness.memory.nvml import Nvml, nvml_unavailable_reason
 from harness.memory.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, Sampler, SamplerResult, SamplerUnavailable,
                                      engine_series, used_series)
 from harness.memory.samplers.base import _Series

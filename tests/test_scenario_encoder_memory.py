@@ -2,7 +2,6 @@
 model's default card (models.toml): the memory query emulated and scaled,
 the chunks it made observed and shown, memory recorded by the host sampler,
 and the engine's teardown a check of its own that names the scenarios."""
-import json
 import subprocess
 import sys
 from pathlib import Path

