@@ -20,7 +20,7 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "optional", "per_family")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "fuzz", "optional", "per_family")
 LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
@@ -51,6 +51,8 @@ class ModelEntry:
     # `published`: adapters by hub id or path (GPU tier), beside the crafted;
     # `tp_sizes`: the TP sizes it runs (default all the family has).
     lora: dict | None = field(default=None, hash=False)
+    # The fuzz family (scenarios/test_fuzz_multimodal.py) runs for it.
+    fuzz: bool = False
     # Runs only when named with --model: too slow for the tier's default run.
     optional: bool = False
     # Engine arguments per scenario family: the matrix's [per_family.<family>]
@@ -160,6 +162,8 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                                f"(a list of adapter hub ids or paths; a list of TP sizes; the engine "
                                f"versions that serve it, as specifiers), "
                                f"got {lora!r}{moved}")
+    if not isinstance(raw.get("fuzz", False), bool):
+        raise ModelMatrixError(f"{label}: fuzz must be true or false, got {raw['fuzz']!r}")
     own = _family_args(label, raw.get("per_family", {}), known)
     per_family = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
@@ -167,7 +171,8 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
                       card=card, build=dict(raw.get("build", {})),
-                      lora=None if lora is None else dict(lora), optional=bool(raw.get("optional", False)),
+                      lora=None if lora is None else dict(lora), fuzz=raw.get("fuzz", False),
+                      optional=bool(raw.get("optional", False)),
                       per_family=per_family)
 
 

@@ -2,9 +2,18 @@
 a bad value stops the run with one message, before any engine starts."""
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import pytest
 
+from harness.fuzz.reproducers import read_spec
+from harness.fuzz.session import FuzzSession
+from harness.models import ROOT
+
 AUDIO_DURATIONS = pytest.StashKey[list[float]]()
+FUZZ_SEED = pytest.StashKey[int]()
+REPLAY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -18,10 +27,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="concurrent server requests in the ragged-audio load check")
     g.addoption("--stress-concurrency", type=int, default=16,
                 help="concurrent server requests in the stress setting (with --stress)")
+    g.addoption("--fuzz-budget", type=float, default=120.0, metavar="SECONDS",
+                help="seconds each fuzz check draws new examples for, per model (a failure found gets "
+                     "--fuzz-shrink more to shrink)")
+    g.addoption("--fuzz-shrink", type=float, default=None, metavar="SECONDS",
+                help="seconds to shrink a failure the fuzzer found (default: the budget)")
+    g.addoption("--fuzz-seed", type=int, default=None,
+                help="the fuzzer's seed (default: a new one per run, written in each fuzz record)")
+    g.addoption("--fuzz-db", default=str(ROOT / ".cache" / "fuzz-db"), metavar="DIR",
+                help="the fuzzer's example database: failures found are kept here and tried first "
+                     "the next time")
+    g.addoption("--fuzz-replay", default=None, metavar="WORKLOAD_JSON",
+                help="replay a workload the fuzzer wrote (its workload.json) as a check of its own: "
+                     "runs test_fuzz_replay, and only it, for the workload's model")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[AUDIO_DURATIONS] = parse_durations(config.getoption("audio_durations"))
+    for name in ("fuzz_budget", "fuzz_shrink"):
+        value = config.getoption(name)
+        if value is not None and not 0 < value < float("inf"):
+            raise pytest.UsageError(f"--{name.replace('_', '-')} must be a number of seconds above 0, got {value}")
+    seed = config.getoption("fuzz_seed")
+    config.stash[FUZZ_SEED] = random.SystemRandom().randrange(2 ** 32) if seed is None else seed
+    if config.getoption("fuzz_replay"):
+        try:
+            config.stash[REPLAY] = read_spec(config.getoption("fuzz_replay"))
+        except ValueError as e:
+            raise pytest.UsageError(f"--fuzz-replay: {e}") from None
     for name in ("concurrency", "stress_concurrency"):
         if config.getoption(name) < 1:
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be at least 1, "
@@ -58,6 +91,24 @@ def audio_durations(pytestconfig) -> list[float]:
 
 
 @pytest.fixture(scope="session")
+def fuzz(pytestconfig) -> FuzzSession:
+    """The run's fuzzing settings: budget, seed, example database, and the
+    folder reproducers go to."""
+    budget = pytestconfig.getoption("fuzz_budget")
+    shrink = pytestconfig.getoption("fuzz_shrink")
+    run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
+    return FuzzSession(budget_s=budget, shrink_s=budget if shrink is None else shrink,
+                       seed=pytestconfig.stash[FUZZ_SEED], database_root=Path(pytestconfig.getoption("fuzz_db")),
+                       out_root=run_dir / "fuzz")
+
+
+@pytest.fixture(scope="session")
+def replay_spec(pytestconfig) -> dict:
+    """The workload --fuzz-replay names."""
+    return pytestconfig.stash[REPLAY]
+
+
+@pytest.fixture(scope="session")
 def concurrency(pytestconfig):
     """Concurrent requests of a load setting (normal or stress)."""
     def of(setting: str) -> int:
@@ -70,12 +121,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     real one: the stress settings without --stress (`make run` has it, `make
     test` not), and the TP sizes an entry does not run (its `lora.tp_sizes`)."""
     stress = config.getoption("stress")
+    replay = config.stash.get(REPLAY, None)
     dropped = [item for item in items
-               if (not stress and item.get_closest_marker("stress")) or _tp_not_run(item)]
+               if (not stress and item.get_closest_marker("stress")) or _tp_not_run(item)
+               or _not_replayed(item, replay)]
     if dropped:
         gone = set(dropped)
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in gone]
+
+
+def _not_replayed(item: pytest.Item, replay: dict | None) -> bool:
+    """A replay runs the replay check of the workload's model and nothing
+    else; without one, the replay check is not run."""
+    if getattr(item, "originalname", item.name) != "test_fuzz_replay":
+        return replay is not None
+    params = getattr(item, "callspec", None) and item.callspec.params or {}
+    entry = params.get("model_entry")
+    return replay is None or entry is None or entry.name != replay["model"]
 
 
 def _tp_not_run(item: pytest.Item) -> bool:

@@ -19,7 +19,7 @@ LAYERS = [
     ("harness.memory", "harness.results", "harness.setup", "harness.shards"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters"),
-    ("harness.runner", "harness.report", "harness.bisect"),
+    ("harness.runner", "harness.report", "harness.bisect", "harness.fuzz"),
     ("harness.plugins", "harness.__main__"),
     ("scenarios",),
 ]

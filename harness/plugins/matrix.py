@@ -3,7 +3,7 @@
 - Options: `--tier`, `--models-file`, `--model`, `--engine-python`,
   `--engine-kernels`, checked at configure time, before any engine starts.
 - `model_entry`: parametrized over the tier's selected entries (filter with
-  `@pytest.mark.modality("audio")`, `quantized`, `lora`), module scope so a
+  `@pytest.mark.modality("audio")`, `quantized`, `lora`, `fuzz`), module scope so a
   family shares engines.
 - Fixtures `engine_interpreter` and `model_paths` (tiny builds made by the
   engine's own interpreter).
@@ -53,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modality(name): run only for models with this modality")
     config.addinivalue_line("markers", "quantized: run only for the tier's quantized tiny builds")
     config.addinivalue_line("markers", "lora: run only for entries with a `lora` table in the matrix")
+    config.addinivalue_line("markers", "fuzz: run only for entries with `fuzz = true` in the matrix")
     tier = config.getoption("tier")
     try:
         config.stash[MATRIX] = Matrix(
@@ -83,8 +84,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("modality")
     quantized = metafunc.definition.get_closest_marker("quantized") is not None
     lora = metafunc.definition.get_closest_marker("lora") is not None
+    fuzz = metafunc.definition.get_closest_marker("fuzz") is not None
     entries = [e for e in metafunc.config.stash[MATRIX].models if (marker is None or e.has(marker.args[0]))
-               and (e.quantized or not quantized) and (e.lora is not None or not lora)]
+               and (e.quantized or not quantized) and (e.lora is not None or not lora)
+               and (e.fuzz or not fuzz)]
     metafunc.parametrize("model_entry", entries, ids=[e.name for e in entries], scope="module")
 
 

@@ -16,6 +16,8 @@ from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
 from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion
+from harness.fuzz.search import Search
+from harness.fuzz.space import shape
 from harness.lora import effects
 from harness.memory.card import chunks
 from harness.results.record import CheckRecord, json_safe
@@ -44,18 +46,9 @@ class Check:
         """The premise, as the engine recorded it: every prompt of the run was
         scheduled in one step, and one `modality` encoder call held items of
         different lengths (ragged) or all of them at one length (equal)."""
-        self.completed(run)
-        observed = self._observed(run)
-        steps = [e for e in observed if e.get("event") == "step"]
+        observed = self.one_step(run)
         calls = [e for e in observed if e.get("event") == "encoder" and e.get("modality") == modality]
-        self.note({"observed_steps": [e.get("tokens") for e in steps],
-                   "observed_encoder_calls": [e.get("shapes") for e in calls]})
         n = len(run.labels)
-        # A prompt in prefill gets many tokens in a step, a decoding one gets one.
-        prefills = [sum(1 for t in e.get("tokens", {}).values() if t > 1) for e in steps]
-        if max(prefills, default=0) < n:
-            raise CheckFailure(Cause.PREMISE, f"the {n} prompts were not scheduled in one step: "
-                               f"prompts in prefill per step {prefills}")
         if ragged and not any(len({tuple(s) for s in e.get("shapes", [])}) > 1 for e in calls):
             raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held items of different "
                                f"lengths: {[e.get('shapes') for e in calls]}")
@@ -63,6 +56,24 @@ class Check:
                                   for e in calls):
             raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held all {n} items at one "
                                f"length: {[e.get('shapes') for e in calls]}")
+
+    def one_step(self, run: Run) -> list[dict]:
+        """Every request of the run answered, and every prompt of it
+        scheduled in one step, as the engine recorded it (a prompt in
+        prefill gets many tokens in a step, a decoding one gets one).
+        Returns what the engine observed; the record keeps each step's
+        tokens and each encoder call's shapes."""
+        self.completed(run)
+        observed = self._observed(run)
+        steps = [e for e in observed if e.get("event") == "step"]
+        self.note({"observed_steps": [e.get("tokens") for e in steps],
+                   "observed_encoder_calls": [e.get("shapes") for e in observed if e.get("event") == "encoder"]})
+        n = len(run.labels)
+        prefills = [sum(1 for t in e.get("tokens", {}).values() if t > 1) for e in steps]
+        if max(prefills, default=0) < n:
+            raise CheckFailure(Cause.PREMISE, f"the {n} prompts were not scheduled in one step: "
+                               f"prompts in prefill per step {prefills}")
+        return observed
 
     def served_together(self, run: Run, *, modality: str) -> None:
         """The premise of a concurrent load, observed in the server: one step
@@ -370,6 +381,21 @@ class Check:
         label = run.labels[0]
         self.record.params.setdefault("input", label)
         self.note(check_edge_outcome(run[0], label, expect, reference[0] if reference else None))
+
+    def nothing_found(self, result: Search) -> None:
+        """A fuzz search judged examples and found no failure. One that
+        found any fails with the cause of the first, as shrunk: its message
+        names the shrunk batch, and the record holds every failure found
+        (each with its workload, replay command and reproducer)."""
+        if result.examples == 0:
+            raise CheckFailure(Cause.PREMISE, f"the fuzzer judged no example within its budget of "
+                               f"{result.budget_s:g} s (its engines' starts took it)")
+        if not result.found:
+            return
+        first = result.found[0]
+        others = f" (and {len(result.found) - 1} other failure(s) of other causes)" if len(result.found) > 1 else ""
+        raise CheckFailure(first.failure.cause, f"shrunk to {shape(first.spec)}: {first.message}{others}",
+                           divergence=first.divergence, evidence={"shrunk": first.to_dict()})
 
     def alive(self, run: Run, *, after: str) -> None:
         """The run's engine still answers a trivial request."""

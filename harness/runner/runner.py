@@ -17,6 +17,8 @@ Which engine computes a reference is decided here, in `each_alone` and
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import tempfile
 import uuid
 from typing import Callable
@@ -90,23 +92,31 @@ class Runner:
         return Run.sent("batch", workload, _sent(use, workload, send, sampling))
 
     def each_alone(self, workload: Workload, sampling: Sampling, *,
-                   engine_args: dict | None = None) -> Run:
+                   engine_args: dict | None = None, memo: dict | None = None) -> Run:
         """The references, isolated from the runs they judge: a reference
         engine of their own (prefix caching and the processor cache off),
         and media renamed afresh for every request, so no cache of any
         engine can serve them. Against a remote server, the server itself,
         with the fresh names alone. Lazy: computed when a check first reads
-        them."""
+        them. `memo`: a request's reference computed once for every run
+        that sends the same conversation, adapter and sampling (the
+        fuzzer's, whose shrinking sends one request in many batches); each
+        keeps what the engine observed while it alone was sent."""
         kind = "server" if self.remote_url else "offline"
         args = None if self.remote_url else {**(engine_args or {}), **REFERENCE_ARGS}
         tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
 
-        def alone(engine) -> list:
-            return [engine.chat([with_uuids(q.conversation, f"{tag}-{i}")], sampling,
-                                adapters=[q.adapter] if q.adapter else None)[0]
-                    for i, q in enumerate(workload.requests)]
-        return Run.deferred("each_alone", workload, lambda: _sent(self._use(kind, workload, args, role="reference"),
-                                                                  workload, alone, sampling))
+        def alone(work: Workload) -> Callable:
+            return lambda engine: [engine.chat([with_uuids(q.conversation, f"{tag}-{uuid.uuid4().hex[:8]}")],
+                                               sampling, adapters=[q.adapter] if q.adapter else None)[0]
+                                   for q in work.requests]
+
+        def send() -> Sent:
+            use = self._use(kind, workload, args, role="reference")
+            if memo is None:
+                return _sent(use, workload, alone(workload), sampling)
+            return _remembered(use, workload, sampling, memo, lambda one: _sent(use, one, alone(one), sampling))
+        return Run.deferred("each_alone", workload, send)
 
     def dequantized_reference(self, workload: Workload, sampling: Sampling) -> Run:
         """The reference of a quantized build: HF transformers in this
@@ -166,6 +176,16 @@ class Runner:
             use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
 
     # --- engines -------------------------------------------------------------
+    def restart_crashed(self) -> int:
+        """Forget the uses whose engine crashed, so that the next call starts
+        a fresh one (the fuzzer's next example); the crash stays recorded in
+        the pool against the use that saw it. Returns how many. A scenario
+        whose later checks must see the crash never calls this."""
+        dead = [key for key, use in self._uses.items() if use.engine is not None and use.engine.crashed]
+        for key in dead:
+            del self._uses[key]
+        return len(dead)
+
     def use_label(self, workload: Workload, role: str = "") -> str:
         suffix = "".join(f"-{part}" for part in (workload.name, role) if part)
         return f"{self.family}[{self.entry.name}{suffix}]"
@@ -246,6 +266,39 @@ def _sent(use: EngineUse, workload: Workload, send: Callable, sampling: Sampling
         follow = _follower(workload, sampling, lambda q, conv, s, f: engine.chat(
             [conv], s, adapters=[q.adapter] if q.adapter else None, forced=[f])[0])
     return Sent(use, outcomes, observations.since(offset) if observations else None, follow)
+
+
+def _remembered(use: EngineUse, workload: Workload, sampling: Sampling, memo: dict,
+                send_one: Callable[[Workload], Sent]) -> Sent:
+    """Each request's reference from `memo`, sent alone (`send_one`) where
+    it is not there yet: outcomes in the workload's order, what the engine
+    observed for each, and a follower that continues each on its own."""
+    if use.engine is None:
+        return Sent(use)
+    keys = [_memo_key(q, sampling) for q in workload.requests]
+    fresh = {}
+    for q, key in zip(workload.requests, keys):
+        if key not in memo:
+            sent = send_one(workload.only(q.label))
+            fresh[key] = (sent, q.label)
+            if all(isinstance(o, Completion) for o in sent.outcomes):  # a crash is this run's alone
+                memo[key] = fresh[key]
+    answers = {**memo, **fresh}
+    sents = [answers[k][0] for k in keys]
+    observed = None if any(s.observed is None for s in sents) else [e for s in sents for e in s.observed]
+    by_label = dict(zip(workload.labels, keys))
+
+    def follow(label: str, forced: list[int]) -> Result:
+        sent, own_label = answers[by_label[label]]
+        return sent.follow(own_label, forced)
+    return Sent(use, [s.outcomes[0] for s in sents], observed,
+                follow if all(s.follow for s in sents) else None)
+
+
+def _memo_key(request, sampling: Sampling) -> str:
+    adapter = getattr(request.adapter, "name", None)
+    text = json.dumps([request.conversation, adapter, dataclasses.asdict(sampling)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _conversations(workload: Workload) -> list[list[dict]]:

@@ -78,7 +78,11 @@ def _processor(model: str):
 def max_audio_seconds(model: str) -> float:
     """The longest clip the model's processor takes whole: the feature
     extractor's truncation length, and for Gemma4 its audio token budget."""
-    proc = processor(model)
+    return max_audio_seconds_of(processor(model))
+
+
+def max_audio_seconds_of(proc) -> float:
+    """`max_audio_seconds` of a loaded processor."""
     fe = proc.feature_extractor
     limits = []
     default = inspect.signature(fe.__call__).parameters.get("max_length")
@@ -88,7 +92,7 @@ def max_audio_seconds(model: str) -> float:
     if tokens and ms:
         limits.append(tokens * ms / 1000)
     if not limits:
-        raise ValueError(f"{model}: its processor states no audio length limit")
+        raise ValueError(f"{type(proc).__name__}: the processor states no audio length limit")
     return min(limits)
 
 

@@ -1,0 +1,100 @@
+"""What the fuzzer leaves for each failure it shrank, in a folder of its own:
+
+  workload.json    the shrunk spec, with its cause and first divergence;
+  replay.txt       one pytest command that replays it as a check of its own;
+  repro.py         a standalone script (vLLM, and the tiny-model builder for
+                   a tiny model; no harness import) that a maintainer can
+                   attach to an upstream issue as it is;
+  collect_env.txt  the engine's `python -m vllm.collect_env`, to go beside it.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import subprocess
+import zlib
+from pathlib import Path
+
+from harness.files import slug
+from harness.fuzz.search import Found
+from harness.fuzz.space import shape, workload
+from harness.models import ROOT, ModelEntry
+
+TEMPLATE = Path(__file__).parent / "templates" / "repro.py.txt"
+COLLECT_ENV_TIMEOUT_S = 120
+REPLAY_TEST = "scenarios/test_fuzz_multimodal.py::test_fuzz_replay"
+
+
+def replay_command(entry: ModelEntry, spec_path: Path) -> str:
+    """The one line that replays a written spec as a check of its own."""
+    return (f"python -m pytest {shlex.quote(f'{REPLAY_TEST}[{entry.name}]')} --tier {entry.tier} "
+            f"--model {shlex.quote(entry.name)} --fuzz-replay {shlex.quote(str(spec_path))}")
+
+
+def read_spec(path: str | Path) -> dict:
+    """A spec written by `write`, or a clear error naming what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        spec = data["spec"]
+        spec["requests"], spec["max_tokens"], spec["model"]  # noqa: B018 (its shape, checked)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a workload the fuzzer wrote ({type(e).__name__}: {e})") from None
+    return spec
+
+
+def write(found: Found, folder: Path, *, entry: ModelEntry, engine_args: dict, reference_args: dict,
+          engine_env: dict, logprob_steps: float, engine: str, python: str) -> dict:
+    """Write the four files for one shrunk failure; returns their paths and
+    the replay command, for the record."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec_path = folder / "workload.json"
+    spec_path.write_text(json.dumps({"cause": found.cause, "message": found.message,
+                                     "divergence": found.divergence, "shape": shape(found.spec),
+                                     "spec": found.spec}, indent=2), encoding="utf-8")
+    command = replay_command(entry, spec_path.resolve())
+    (folder / "replay.txt").write_text(command + "\n", encoding="utf-8")
+    repro = folder / "repro.py"
+    repro.write_text(_script(found, entry, engine_args, reference_args, engine_env, logprob_steps, engine),
+                     encoding="utf-8")
+    (folder / "collect_env.txt").write_text(_collect_env(python), encoding="utf-8")
+    return {"folder": str(folder), "workload": str(spec_path), "replay": command, "repro": str(repro),
+            "collect_env": str(folder / "collect_env.txt")}
+
+
+def vllm_env(env: dict) -> dict:
+    """What of an engine's environment a reproducer needs: vLLM's own
+    settings and the hub's offline switch (not the harness's shims)."""
+    return {k: v for k, v in env.items() if k.startswith("VLLM_") or k == "HF_HUB_OFFLINE"}
+
+
+def folder_for(root: Path, check_id: str, index: int) -> Path:
+    return root / f"{slug(check_id, 80)}-{index}"
+
+
+def _script(found: Found, entry: ModelEntry, engine_args: dict, reference_args: dict, engine_env: dict,
+            logprob_steps: float, engine: str) -> str:
+    work = workload(found.spec)
+    config = {"model": entry.model, "tiny": ({"arch": entry.tiny_arch, "build": entry.build}
+                                              if entry.tiny_arch else None),
+              "checkout": str(ROOT), "engine_args": engine_args, "reference_args": reference_args,
+              "env": engine_env,
+              "max_tokens": found.spec["max_tokens"], "labels": work.labels, "logprob_steps": logprob_steps}
+    blob = base64.b64encode(zlib.compress(json.dumps([r.conversation for r in work.requests]).encode(), 9))
+    one_line = " ".join(found.message.split())
+    return (TEMPLATE.read_text(encoding="utf-8")
+            .replace("__CAUSE__", found.cause).replace("__MESSAGE__", one_line[:400])
+            .replace("__SHAPE__", shape(found.spec)).replace("__ENGINE__", engine)
+            .replace("__STEPS__", f"{logprob_steps:g}").replace("__CONFIG__", json.dumps(config, indent=1))
+            .replace("__CONVERSATIONS__", blob.decode()))
+
+
+def _collect_env(python: str) -> str:
+    """vLLM's own environment report from the engine's interpreter (its
+    failure is said in the file: the reproducer stands without it)."""
+    try:
+        out = subprocess.run([python, "-m", "vllm.collect_env"], capture_output=True, text=True,
+                             timeout=COLLECT_ENV_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"python -m vllm.collect_env did not run: {e}\n"
+    return out.stdout if out.returncode == 0 else f"python -m vllm.collect_env exited {out.returncode}:\n{out.stderr[-3000:]}"

@@ -1,0 +1,165 @@
+"""The budgeted search: hypothesis draws specs, a judge runs each against
+the engine, and a failure is shrunk to the smallest spec that still fails
+with the same cause.
+
+- Same cause: each cause gets an exception type of its own, and hypothesis
+  shrinks a failure only through examples that raise its type.
+- Budget: the search draws new examples for `budget_s`; a failure found
+  gets `shrink_s` more to shrink. Past either, examples are rejected
+  unjudged (hypothesis then stops), so no engine time is spent after them.
+- Each spec is judged once: a repeat (a shrink candidate tried again, the
+  final replay of the shrunk case) gets the verdict already reached.
+- Reproducible: the seed drives every draw; the example database (a
+  directory) keeps each failure found, and tries it first the next time.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
+from hypothesis import seed as seeded
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import Unsatisfiable
+
+from harness.checks.verdicts import CheckFailure
+from harness.fuzz.space import canonical, shape
+
+
+class Inconclusive(Exception):
+    """An example the judge cannot decide (two requests whose references
+    the comparator cannot tell apart, say): counted, never a failure."""
+
+
+class CaseFailed(Exception):
+    """A judged example failed; one subclass per cause (see `_failed`)."""
+
+    def __init__(self, failure: CheckFailure, spec: dict):
+        super().__init__(str(failure))
+        self.failure, self.spec = failure, spec
+
+
+_BY_CAUSE: dict[str, type[CaseFailed]] = {}
+
+
+def _failed(failure: CheckFailure, spec: dict) -> CaseFailed:
+    cause = failure.cause.value
+    if cause not in _BY_CAUSE:
+        _BY_CAUSE[cause] = type(f"CaseFailed[{cause}]", (CaseFailed,), {})
+    return _BY_CAUSE[cause](failure, spec)
+
+
+@dataclass
+class Found:
+    """One failure, shrunk: the smallest spec that fails with its cause,
+    and the failure it raised."""
+    failure: CheckFailure
+    spec: dict
+
+    @property
+    def cause(self) -> str:
+        return self.failure.cause.value
+
+    @property
+    def message(self) -> str:
+        return self.failure.message
+
+    @property
+    def divergence(self) -> dict | None:
+        return self.failure.divergence
+
+    def to_dict(self) -> dict:
+        return {"cause": self.cause, "message": self.message, "shape": shape(self.spec), "spec": self.spec,
+                "divergence": self.divergence, "evidence": self.failure.evidence}
+
+
+@dataclass
+class Search:
+    """What a search did: its seed and budget, the examples it judged (by
+    shape), those it could not decide, the failures it found, its time."""
+    seed: int
+    budget_s: float
+    shrink_s: float
+    examples: int = 0
+    inconclusive: Counter = field(default_factory=Counter)
+    shapes: Counter = field(default_factory=Counter)
+    found: list[Found] = field(default_factory=list)
+    seconds: float = 0.0
+    search_seconds: float = 0.0  # until the first failure, or the whole search without one
+
+    def to_dict(self) -> dict:
+        return {"seed": self.seed, "budget_s": self.budget_s, "shrink_s": self.shrink_s,
+                "examples": self.examples, "inconclusive": dict(self.inconclusive),
+                "shapes": dict(self.shapes.most_common()), "seconds": round(self.seconds, 1),
+                "search_seconds": round(self.search_seconds, 1),
+                "found": [f.to_dict() for f in self.found]}
+
+
+def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: int, database: Path,
+           shrink_s: float | None = None) -> Search:
+    """Run `judge(spec)` over specs drawn from `strategy`. The judge
+    returns (the property held), raises CheckFailure (it did not: the cause
+    is the failure's) or Inconclusive."""
+    out = Search(seed=seed, budget_s=budget_s, shrink_s=budget_s if shrink_s is None else shrink_s)
+    verdicts: dict[str, CheckFailure | Inconclusive | None] = {}
+    started = time.monotonic()
+    first_failure: list[float] = []
+
+    def spent() -> bool:
+        if first_failure:
+            return time.monotonic() - first_failure[0] > out.shrink_s
+        return time.monotonic() - started > out.budget_s
+
+    def judged(spec: dict) -> None:
+        key = canonical(spec)
+        if key not in verdicts:
+            if spent():
+                reject()
+            out.examples += 1
+            out.shapes[shape(spec)] += 1
+            try:
+                judge(spec)
+                verdicts[key] = None
+            except Inconclusive as why:
+                verdicts[key] = why
+                out.inconclusive[str(why)] += 1
+            except CheckFailure as failure:
+                verdicts[key] = failure
+                if not first_failure:
+                    first_failure.append(time.monotonic())
+        verdict = verdicts[key]
+        if isinstance(verdict, Inconclusive):
+            reject()
+        if isinstance(verdict, CheckFailure):
+            raise _failed(verdict, spec)
+
+    run = settings(database=DirectoryBasedExampleDatabase(str(database)), max_examples=100_000,
+                   deadline=None, derandomize=False, report_multiple_bugs=True, print_blob=False,
+                   verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck),
+                   phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))(
+        seeded(seed)(given(strategy)(judged)))
+    try:
+        run()
+    except CaseFailed as one:
+        out.found = [_found(one)]
+    except BaseExceptionGroup as group:
+        cases, other = group.split(CaseFailed)
+        if other is not None:  # a harness error beside the failures: it is the harness's to fix
+            raise other
+        out.found = [_found(e) for e in _leaves(cases)]
+    except Unsatisfiable:  # nothing could be judged within the budget: examples stays 0
+        pass
+    out.seconds = time.monotonic() - started
+    out.search_seconds = (first_failure[0] if first_failure else time.monotonic()) - started
+    return out
+
+
+def _leaves(group: BaseExceptionGroup) -> list[CaseFailed]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
+
+
+def _found(case: CaseFailed) -> Found:
+    return Found(case.failure, case.spec)

@@ -1,0 +1,57 @@
+"""One run's fuzzing: its budget, seed and example database, and where
+reproducers go. `search` runs one property on one model's runner and
+writes the reproducers of what it found."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.files import slug
+from harness.fuzz import reproducers
+from harness.fuzz.judge import BatchJudge
+from harness.fuzz.search import Search, search
+from harness.fuzz.space import Limits, limits_for
+from harness.runner.check import Check
+from harness.runner.runner import REFERENCE_ARGS, Runner
+from harness.workloads.audio import processor
+
+
+@dataclass
+class FuzzSession:
+    budget_s: float
+    shrink_s: float
+    seed: int
+    database_root: Path
+    out_root: Path  # the run's folder for reproducers
+    written: dict = field(default_factory=dict)
+
+    def limits(self, runner: Runner) -> Limits:
+        return limits_for(runner.entry, processor(runner.model))
+
+    def search(self, check: Check, runner: Runner, strategy_for: Callable[[Limits], object],
+               judge: BatchJudge) -> Search:
+        """Search `judge`'s property over `strategy_for(limits)` on the
+        runner's model; each failure's reproducers are written and noted
+        in `check`'s record beside the search's figures."""
+        limits = self.limits(runner)
+        check_id = check.record.id
+        database = self.database_root / slug(check_id, 100)
+        judge.start_engines()
+        result = search(strategy_for(limits), judge, budget_s=self.budget_s, shrink_s=self.shrink_s,
+                        seed=self.seed, database=database)
+        check.note({"fuzz": result.to_dict() | {"restarts": judge.restarts, "database": str(database),
+                                                 "limits": limits.to_dict()}})
+        run = judge.last_run
+        if result.found and run is not None and run.use.failure is None:
+            profile = check.profile(run)
+            ident = run.engine.identity
+            engine = f"{ident.get('distribution')} {ident.get('version')}, torch {ident.get('torch')}"
+            check.note({"reproducers": [
+                reproducers.write(f, reproducers.folder_for(self.out_root, check_id, i), entry=runner.entry,
+                                  engine_args=runner.args_for(None), reference_args=REFERENCE_ARGS,
+                                  engine_env=reproducers.vllm_env(runner.pool.interpreter.env(runner.env)),
+                                  logprob_steps=profile.logprob_steps, engine=engine,
+                                  python=str(runner.pool.interpreter.python))
+                for i, f in enumerate(result.found)]})
+        return result
