@@ -27,11 +27,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="concurrent server requests in the ragged-audio load check")
     g.addoption("--stress-concurrency", type=int, default=16,
                 help="concurrent server requests in the stress setting (with --stress)")
-    g.addoption("--fuzz-budget", type=float, default=120.0, metavar="SECONDS",
+    g.addoption("--fuzz-budget", type=float, default=60.0, metavar="SECONDS",
                 help="seconds each fuzz check draws new examples for, per model (a failure found gets "
                      "--fuzz-shrink more to shrink)")
-    g.addoption("--fuzz-shrink", type=float, default=None, metavar="SECONDS",
-                help="seconds to shrink a failure the fuzzer found (default: the budget)")
+    g.addoption("--fuzz-shrink", type=float, default=180.0, metavar="SECONDS",
+                help="seconds to shrink a failure the fuzzer found, spent only on a failure")
     g.addoption("--fuzz-seed", type=int, default=None,
                 help="the fuzzer's seed (default: a new one per run, written in each fuzz record)")
     g.addoption("--fuzz-db", default=str(ROOT / ".cache" / "fuzz-db"), metavar="DIR",
@@ -97,7 +97,7 @@ def fuzz(pytestconfig) -> FuzzSession:
     budget = pytestconfig.getoption("fuzz_budget")
     shrink = pytestconfig.getoption("fuzz_shrink")
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
-    return FuzzSession(budget_s=budget, shrink_s=budget if shrink is None else shrink,
+    return FuzzSession(budget_s=budget, shrink_s=shrink,
                        seed=pytestconfig.stash[FUZZ_SEED], database_root=Path(pytestconfig.getoption("fuzz_db")),
                        out_root=run_dir / "fuzz")
 

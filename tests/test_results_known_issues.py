@@ -73,6 +73,22 @@ def test_failure_that_differs_stays_a_failure(tmp_path, change):
     assert record.known_issue is None
 
 
+def test_a_check_of_several_failures_is_known_only_when_every_one_is(tmp_path):
+    """The fuzzer's record: every failure it found must be registered; one
+    that is not becomes the record's own cause and message (the news first)."""
+    issues = load_known_issues(_registry(tmp_path, ENTRY + EXCEPTION_ENTRY))
+    stride = {"cause": "python-exception: RuntimeError: Expected a.stride(-1) == 1", "message": "engine died"}
+    both_known = _record(evidence={"other_failures": [stride]})
+    apply_known_issues(both_known, issues)
+    assert both_known.verdict == "known issue"
+
+    news = {"cause": "python-exception: IndexError: too many indices", "message": "engine died"}
+    one_new = _record(evidence={"other_failures": [stride, news]})
+    apply_known_issues(one_new, issues)
+    assert (one_new.verdict, one_new.cause) == ("fail", news["cause"])
+    assert [f["cause"] for f in one_new.evidence["other_failures"]] == ["mismatch", stride["cause"]]
+
+
 def _stride_crash(**fields):
     return _record(verdict="error", cause="python-exception: RuntimeError: Expected a.stride(-1) == 1",
                    **fields)

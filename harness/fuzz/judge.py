@@ -1,25 +1,37 @@
-"""The property a batch spec is held to, on a runner's engines:
+"""The properties a spec is held to, on a runner's engines.
 
-  1. every request of the batch answered, all of them in one step (observed);
-  2. each request's answer equal to its answer alone on the isolated
+BatchJudge (a batch spec, harness.fuzz.space), on the offline engine:
+  1. every request answered, all of them in one step (observed);
+  2. each answer equal to the request's answer alone on the isolated
      reference engine, within the noise profile, with power: the
      comparator rejects every other request's reference (the answer a
      request that got another's media, or another's padding, would give).
+  An example whose references the comparator cannot tell apart is
+  inconclusive, not failed.
 
-An example whose references the comparator cannot tell apart is
-inconclusive, not failed. A crashed engine is restarted for the next
-example (the start is spent from the search's budget)."""
+HostileJudge (a hostile payload, harness.fuzz.hostile), on the server: the
+payload gets the outcome it is owed (a 4xx with a message; beyond the
+longest clip, a 4xx or an answer capped at the longest clip's prompt
+tokens), and the server still answers afterwards.
+
+Both restart a crashed engine for the next example (its start is spent
+from the search's budget), and say what a reproducer of a spec needs.
+"""
 from __future__ import annotations
 
+from harness.checks.requests import REFUSE_OR_CAP
 from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
+from harness.engines.server import cli_flags
+from harness.fuzz import hostile
 from harness.fuzz.search import Inconclusive
-from harness.fuzz.space import SPEC_VERSION, workload
+from harness.fuzz.space import SPEC_VERSION, Limits, workload
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
-from harness.runner.runner import Runner
+from harness.runner.runner import REFERENCE_ARGS, Runner
 
 TOP_LOGPROBS = 5
+HOSTILE_SAMPLING = Sampling(max_tokens=2, ignore_eos=True, logprobs=0)
 
 
 def sampling_for(spec: dict) -> Sampling:
@@ -28,8 +40,8 @@ def sampling_for(spec: dict) -> Sampling:
 
 
 class BatchJudge:
-    def __init__(self, runner: Runner):
-        self.runner = runner
+    def __init__(self, runner: Runner, limits: Limits):
+        self.runner, self.limits = runner, limits
         self.restarts = 0
         self.last_run = None  # the last batch sent: its engine names the noise profile and version
         # Each request's reference, computed once for every batch it is in.
@@ -39,7 +51,7 @@ class BatchJudge:
         """Start the engine and the reference engine on one text request
         (checked like any example), so that the search's budget is spent
         on examples, not on the first starts."""
-        self({"version": SPEC_VERSION, "model": self.runner.entry.name, "max_tokens": 2,
+        self({"version": SPEC_VERSION, "model": self.limits.model, "max_tokens": 2,
               "requests": [{"prompt": "Hello.", "items": []}]})
 
     def __call__(self, spec: dict) -> None:
@@ -60,3 +72,44 @@ class BatchJudge:
             raise
         finally:
             self.restarts += self.runner.restart_crashed()
+
+    def reproduction(self, spec: dict) -> dict:
+        """What repro.py needs: the batch, its engine's arguments and the reference's."""
+        work = workload(spec)
+        return {"template": "repro.py.txt", "labels": work.labels,
+                "conversations": [r.conversation for r in work.requests],
+                "config": {"max_tokens": spec["max_tokens"], "engine_args": self.runner.args_for(None),
+                           "reference_args": REFERENCE_ARGS}}
+
+
+class HostileJudge:
+    def __init__(self, runner: Runner, limits: Limits):
+        self.runner, self.limits = runner, limits
+        self.restarts = 0
+        self.last_run = None
+        self.longest = None  # the longest clip's answer: what a capped answer is held to
+
+    def start_engines(self) -> None:
+        """Start the server on the longest clip the model takes whole."""
+        self.longest = self.last_run = self.runner.one(hostile.longest_workload(self.limits), HOSTILE_SAMPLING)
+        Check(CheckRecord(id="fuzz-longest")).completed(self.longest)
+
+    def __call__(self, spec: dict) -> None:
+        run = self.last_run = self.runner.one(hostile.workload(spec), HOSTILE_SAMPLING)
+        check = Check(CheckRecord(id="fuzz-hostile-example"))
+        expect = hostile.expected(spec)
+        try:
+            check.edge_outcome(run, expect, self.longest if expect == REFUSE_OR_CAP else None)
+            check.alive(run, after=f"hostile input {hostile.label(spec)}")
+        finally:
+            if self.runner.restart_crashed():
+                self.restarts += 1
+                self.start_engines()
+
+    def reproduction(self, spec: dict) -> dict:
+        """What the server reproducer needs: the payload, the longest clip, the server's flags."""
+        return {"template": "repro_server.py.txt", "labels": [hostile.label(spec), hostile.LONGEST],
+                "conversations": [hostile.workload(spec).requests[0].conversation,
+                                  hostile.longest_workload(self.limits).requests[0].conversation],
+                "config": {"max_tokens": HOSTILE_SAMPLING.max_tokens, "expect": hostile.expected(spec),
+                           "server_flags": cli_flags(self.runner.args_for(None))}}

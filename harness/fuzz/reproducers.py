@@ -17,11 +17,12 @@ import zlib
 from pathlib import Path
 
 from harness.files import slug
+from harness.fuzz.hostile import KINDS
 from harness.fuzz.search import Found
-from harness.fuzz.space import shape, workload
+from harness.fuzz.space import shape
 from harness.models import ROOT, ModelEntry
 
-TEMPLATE = Path(__file__).parent / "templates" / "repro.py.txt"
+TEMPLATES = Path(__file__).parent / "templates"
 COLLECT_ENV_TIMEOUT_S = 120
 REPLAY_TEST = "scenarios/test_fuzz_multimodal.py::test_fuzz_replay"
 
@@ -37,16 +38,19 @@ def read_spec(path: str | Path) -> dict:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         spec = data["spec"]
-        spec["requests"], spec["max_tokens"], spec["model"]  # noqa: B018 (its shape, checked)
+        if not isinstance(spec, dict) or not isinstance(spec["model"], str) or \
+                not (isinstance(spec.get("requests"), list) or spec.get("kind") in KINDS):
+            raise ValueError("no batch of requests and no hostile kind")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path}: not a workload the fuzzer wrote ({type(e).__name__}: {e})") from None
     return spec
 
 
-def write(found: Found, folder: Path, *, entry: ModelEntry, engine_args: dict, reference_args: dict,
-          engine_env: dict, logprob_steps: float, engine: str, python: str) -> dict:
+def write(found: Found, folder: Path, *, entry: ModelEntry, reproduction: dict, engine_env: dict,
+          logprob_steps: float, engine: str, python: str) -> dict:
     """Write the four files for one shrunk failure; returns their paths and
-    the replay command, for the record."""
+    the replay command, for the record. `reproduction`: the judge's
+    (its template, the conversations and labels, its settings)."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_path = folder / "workload.json"
     spec_path.write_text(json.dumps({"cause": found.cause, "message": found.message,
@@ -55,8 +59,7 @@ def write(found: Found, folder: Path, *, entry: ModelEntry, engine_args: dict, r
     command = replay_command(entry, spec_path.resolve())
     (folder / "replay.txt").write_text(command + "\n", encoding="utf-8")
     repro = folder / "repro.py"
-    repro.write_text(_script(found, entry, engine_args, reference_args, engine_env, logprob_steps, engine),
-                     encoding="utf-8")
+    repro.write_text(_script(found, entry, reproduction, engine_env, logprob_steps, engine), encoding="utf-8")
     (folder / "collect_env.txt").write_text(_collect_env(python), encoding="utf-8")
     return {"folder": str(folder), "workload": str(spec_path), "replay": command, "repro": str(repro),
             "collect_env": str(folder / "collect_env.txt")}
@@ -72,21 +75,19 @@ def folder_for(root: Path, check_id: str, index: int) -> Path:
     return root / f"{slug(check_id, 80)}-{index}"
 
 
-def _script(found: Found, entry: ModelEntry, engine_args: dict, reference_args: dict, engine_env: dict,
-            logprob_steps: float, engine: str) -> str:
-    work = workload(found.spec)
+def _script(found: Found, entry: ModelEntry, reproduction: dict, engine_env: dict, logprob_steps: float,
+            engine: str) -> str:
     config = {"model": entry.model, "tiny": ({"arch": entry.tiny_arch, "build": entry.build}
                                               if entry.tiny_arch else None),
-              "checkout": str(ROOT), "engine_args": engine_args, "reference_args": reference_args,
-              "env": engine_env,
-              "max_tokens": found.spec["max_tokens"], "labels": work.labels, "logprob_steps": logprob_steps}
-    blob = base64.b64encode(zlib.compress(json.dumps([r.conversation for r in work.requests]).encode(), 9))
+              "checkout": str(ROOT), "env": engine_env, "labels": reproduction["labels"],
+              "logprob_steps": logprob_steps, **reproduction["config"]}
+    blob = base64.b64encode(zlib.compress(json.dumps(reproduction["conversations"]).encode(), 9))
     one_line = " ".join(found.message.split())
-    return (TEMPLATE.read_text(encoding="utf-8")
+    return ((TEMPLATES / reproduction["template"]).read_text(encoding="utf-8")
             .replace("__CAUSE__", found.cause).replace("__MESSAGE__", one_line[:400])
             .replace("__SHAPE__", shape(found.spec)).replace("__ENGINE__", engine)
-            .replace("__STEPS__", f"{logprob_steps:g}").replace("__CONFIG__", json.dumps(config, indent=1))
-            .replace("__CONVERSATIONS__", blob.decode()))
+            .replace("__STEPS__", f"{logprob_steps:g}").replace("__EXPECT__", str(config.get("expect")))
+            .replace("__CONFIG__", json.dumps(config, indent=1)).replace("__CONVERSATIONS__", blob.decode()))
 
 
 def _collect_env(python: str) -> str:

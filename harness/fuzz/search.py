@@ -4,9 +4,10 @@ with the same cause.
 
 - Same cause: each cause gets an exception type of its own, and hypothesis
   shrinks a failure only through examples that raise its type.
-- Budget: the search draws new examples for `budget_s`; a failure found
-  gets `shrink_s` more to shrink. Past either, examples are rejected
-  unjudged (hypothesis then stops), so no engine time is spent after them.
+- Budget: the search draws new examples for `budget_s`, in rounds of ROUND
+  examples; a failure found gets `shrink_s` more to shrink. Past either,
+  examples pass unjudged, which ends hypothesis's round at once, so no
+  engine time is spent after them.
 - Each spec is judged once: a repeat (a shrink candidate tried again, the
   final replay of the shrunk case) gets the verdict already reached.
 - Reproducible: the seed drives every draw; the example database (a
@@ -14,6 +15,7 @@ with the same cause.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,6 +29,10 @@ from hypothesis.errors import Unsatisfiable
 
 from harness.checks.verdicts import CheckFailure
 from harness.fuzz.space import canonical, shape
+
+
+# Examples per hypothesis run: small, so that a run ends soon after the budget.
+ROUND = 10
 
 
 class Inconclusive(Exception):
@@ -102,7 +108,9 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
            shrink_s: float | None = None) -> Search:
     """Run `judge(spec)` over specs drawn from `strategy`. The judge
     returns (the property held), raises CheckFailure (it did not: the cause
-    is the failure's) or Inconclusive."""
+    is the failure's) or Inconclusive. Rounds of ROUND examples, round r
+    seeded `seed + r`, until the budget is spent or a round found a failure
+    (and shrank it)."""
     out = Search(seed=seed, budget_s=budget_s, shrink_s=budget_s if shrink_s is None else shrink_s)
     verdicts: dict[str, CheckFailure | Inconclusive | None] = {}
     started = time.monotonic()
@@ -116,8 +124,8 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
     def judged(spec: dict) -> None:
         key = canonical(spec)
         if key not in verdicts:
-            if spent():
-                reject()
+            if spent():  # passed unjudged: hypothesis ends its round at once (never recorded as judged)
+                return
             out.examples += 1
             out.shapes[shape(spec)] += 1
             try:
@@ -136,25 +144,36 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
         if isinstance(verdict, CheckFailure):
             raise _failed(verdict, spec)
 
-    run = settings(database=DirectoryBasedExampleDatabase(str(database)), max_examples=100_000,
-                   deadline=None, derandomize=False, report_multiple_bugs=True, print_blob=False,
-                   verbosity=Verbosity.quiet, suppress_health_check=list(HealthCheck),
+    db = DirectoryBasedExampleDatabase(str(database))
+    for round_no in itertools.count():
+        if spent() or out.found:
+            break
+        out.found = _round(strategy, judged, db, seed + round_no)
+    out.seconds = time.monotonic() - started
+    out.search_seconds = (first_failure[0] if first_failure else time.monotonic()) - started
+    return out
+
+
+def _round(strategy, judged: Callable[[dict], None], db, seed: int) -> list[Found]:
+    """One hypothesis run of ROUND examples: the database's failures first,
+    then new draws, then the shrinking of any failure."""
+    run = settings(database=db, max_examples=ROUND, deadline=None, derandomize=False,
+                   report_multiple_bugs=True, print_blob=False, verbosity=Verbosity.quiet,
+                   suppress_health_check=list(HealthCheck),
                    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))(
         seeded(seed)(given(strategy)(judged)))
     try:
         run()
     except CaseFailed as one:
-        out.found = [_found(one)]
+        return [_found(one)]
     except BaseExceptionGroup as group:
         cases, other = group.split(CaseFailed)
         if other is not None:  # a harness error beside the failures: it is the harness's to fix
             raise other
-        out.found = [_found(e) for e in _leaves(cases)]
-    except Unsatisfiable:  # nothing could be judged within the budget: examples stays 0
+        return [_found(e) for e in _leaves(cases)]
+    except Unsatisfiable:  # every draw of the round inconclusive
         pass
-    out.seconds = time.monotonic() - started
-    out.search_seconds = (first_failure[0] if first_failure else time.monotonic()) - started
-    return out
+    return []
 
 
 def _leaves(group: BaseExceptionGroup) -> list[CaseFailed]:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from harness.files import slug
 from harness.fuzz import reproducers
-from harness.fuzz.judge import BatchJudge
 from harness.fuzz.search import Search, search
 from harness.fuzz.space import Limits, limits_for
 from harness.runner.check import Check
-from harness.runner.runner import REFERENCE_ARGS, Runner
+from harness.runner.runner import Runner
 from harness.workloads.audio import processor
 
 
@@ -29,28 +27,26 @@ class FuzzSession:
     def limits(self, runner: Runner) -> Limits:
         return limits_for(runner.entry, processor(runner.model))
 
-    def search(self, check: Check, runner: Runner, strategy_for: Callable[[Limits], object],
-               judge: BatchJudge) -> Search:
-        """Search `judge`'s property over `strategy_for(limits)` on the
-        runner's model; each failure's reproducers are written and noted
-        in `check`'s record beside the search's figures."""
-        limits = self.limits(runner)
+    def search(self, check: Check, runner: Runner, strategy, judge, *, share: float = 1.0) -> Search:
+        """Search `judge`'s property over `strategy` on the runner's model,
+        for `share` of the budget; each failure's reproducers are written
+        and noted in `check`'s record beside the search's figures."""
         check_id = check.record.id
         database = self.database_root / slug(check_id, 100)
         judge.start_engines()
-        result = search(strategy_for(limits), judge, budget_s=self.budget_s, shrink_s=self.shrink_s,
+        result = search(strategy, judge, budget_s=self.budget_s * share, shrink_s=self.shrink_s,
                         seed=self.seed, database=database)
         check.note({"fuzz": result.to_dict() | {"restarts": judge.restarts, "database": str(database),
-                                                 "limits": limits.to_dict()}})
+                                                 "limits": judge.limits.to_dict()}})
         run = judge.last_run
         if result.found and run is not None and run.use.failure is None:
             profile = check.profile(run)
             ident = run.engine.identity
             engine = f"{ident.get('distribution')} {ident.get('version')}, torch {ident.get('torch')}"
+            env = reproducers.vllm_env(runner.pool.interpreter.env(runner.env))
             check.note({"reproducers": [
                 reproducers.write(f, reproducers.folder_for(self.out_root, check_id, i), entry=runner.entry,
-                                  engine_args=runner.args_for(None), reference_args=REFERENCE_ARGS,
-                                  engine_env=reproducers.vllm_env(runner.pool.interpreter.env(runner.env)),
+                                  reproduction=judge.reproduction(f.spec), engine_env=env,
                                   logprob_steps=profile.logprob_steps, engine=engine,
                                   python=str(runner.pool.interpreter.python))
                 for i, f in enumerate(result.found)]})

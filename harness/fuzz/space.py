@@ -160,6 +160,8 @@ def shape(spec: dict) -> str:
     """What kind of batch a spec is, for the distribution of shapes tried:
     requests, media per kind, and whether clips of one batch differ in
     length (ragged) or not."""
+    if "requests" not in spec:  # one hostile payload (harness.fuzz.hostile)
+        return f"1 req · hostile {spec['kind']}"
     items = [it for r in spec["requests"] for it in r["items"]]
     parts = [f"{len(spec['requests'])} req"]
     for kind in MEDIA_KINDS:

@@ -260,15 +260,35 @@ def check_pattern(pattern: str, *, dotall: bool = False) -> re.Pattern[str]:
 
 
 def apply_known_issues(record: CheckRecord, issues: list[KnownIssue]) -> None:
-    """Turn a matching failure into a known issue, flag a covered pass."""
+    """Turn a matching failure into a known issue, flag a covered pass.
+    A check that found several failures (the fuzzer's) lists the others in
+    `evidence["other_failures"]` ({cause, message}): it is a known issue
+    only when every one of them is, and otherwise names its first
+    unregistered failure as its own (the news first)."""
     for issue in issues:
         if record.verdict == Verdict.PASS.value and issue.covers(record):
             record.known_issue_fixed = issue.summary()
             return
-        if record.is_failure and issue.matches(record) and _same_cause(record.cause, issue.cause):
-            record.verdict = Verdict.KNOWN_ISSUE.value
-            record.known_issue = issue.summary()
-            return
+    if not record.is_failure:
+        return
+    others = record.evidence.get("other_failures") or []
+    failures = [(record.cause, record.message)] + [(f.get("cause"), f.get("message", "")) for f in others]
+    known = [_known_as(dataclasses.replace(record, cause=cause, message=message), issues)
+             for cause, message in failures]
+    if all(known):
+        record.verdict = Verdict.KNOWN_ISSUE.value
+        record.known_issue = known[0].summary()
+        return
+    news = known.index(None)
+    if news:
+        record.cause, record.message = failures[news]
+        record.evidence["other_failures"] = [{"cause": c, "message": m}
+                                             for i, (c, m) in enumerate(failures) if i != news]
+
+
+def _known_as(record: CheckRecord, issues: list[KnownIssue]) -> KnownIssue | None:
+    return next((issue for issue in issues if issue.matches(record) and _same_cause(record.cause, issue.cause)),
+                None)
 
 
 def _same_cause(actual: str | None, expected: str) -> bool:

@@ -384,18 +384,22 @@ class Check:
 
     def nothing_found(self, result: Search) -> None:
         """A fuzz search judged examples and found no failure. One that
-        found any fails with the cause of the first, as shrunk: its message
-        names the shrunk batch, and the record holds every failure found
-        (each with its workload, replay command and reproducer)."""
+        found any fails with the cause of the first, as shrunk; the others
+        are listed (`other_failures`: the run is green only if every one of
+        them is a known issue). The record holds every failure's shrunk
+        spec (its workload, replay command and reproducer are noted by the
+        search)."""
         if result.examples == 0:
             raise CheckFailure(Cause.PREMISE, f"the fuzzer judged no example within its budget of "
                                f"{result.budget_s:g} s (its engines' starts took it)")
         if not result.found:
             return
-        first = result.found[0]
-        others = f" (and {len(result.found) - 1} other failure(s) of other causes)" if len(result.found) > 1 else ""
-        raise CheckFailure(first.failure.cause, f"shrunk to {shape(first.spec)}: {first.message}{others}",
-                           divergence=first.divergence, evidence={"shrunk": first.to_dict()})
+        first, *others = result.found
+        raise CheckFailure(first.failure.cause, f"shrunk to {shape(first.spec)}: {first.message}",
+                           divergence=first.divergence,
+                           evidence={"shrunk": [f.to_dict() for f in result.found],
+                                     "other_failures": [{"cause": f.cause, "message": f"shrunk to "
+                                                         f"{shape(f.spec)}: {f.message}"} for f in others]})
 
     def alive(self, run: Run, *, after: str) -> None:
         """The run's engine still answers a trivial request."""
