@@ -187,6 +187,35 @@ def test_chart_axes_fit_the_data_and_mark_the_call():
     assert "call" not in plot_data(dataclasses.replace(record, call_window=None), PAGE_POINTS)
 
 
+def test_fuzzing_section_shows_each_search_and_each_failure_with_its_reproducers(tmp_path):
+    layout = RunLayout(tmp_path / "run-20260102T020000Z")
+    folder = layout.run_dir / "fuzz" / "case-0"
+    folder.mkdir(parents=True)
+    files = {name: folder / f for name, f in (("workload", "workload.json"), ("repro", "repro.py"),
+                                              ("collect_env", "collect_env.txt"))}
+    for path in files.values():
+        path.write_text("x")
+    fuzz = {"seed": 7, "budget_s": 60.0, "shrink_s": 180.0, "examples": 42, "inconclusive": {"alike": 2},
+            "shapes": {"2 req · audiox2 · ragged audio": 5, "1 req": 37}, "seconds": 99.0, "search_seconds": 8.5,
+            "restarts": 1, "found": [{"cause": "mismatch", "shape": "2 req · audiox2 · ragged audio",
+                                      "message": f"input r0: {PWN}", "spec": {"requests": [PWN]}}]}
+    writer = RecordWriter(layout, "gw0")
+    writer.append(CheckRecord(id="scenarios/test_fuzz_multimodal.py::test_fuzz_batches[tiny]", family="fuzz",
+                              verdict="fail", cause="mismatch", message="shrunk",
+                              evidence={"fuzz": fuzz, "reproducers": [
+                                  {**{k: str(v) for k, v in files.items()}, "replay": "pytest x --fuzz-replay y"}]}))
+    writer.close()
+    results = merge_run(layout, {"run_id": layout.run_dir.name}, incomplete=None)
+    page = render_report(results, results.path.parent / "report.html").read_text()
+    section = page[page.index('<section id="fuzzing">'):page.index("</section>", page.index('<section id="fuzzing">'))]
+    for says in ("seed 7", "42 examples", "8.5 s searching", "1 engine restart", "2 inconclusive (alike)",
+                 "2 shapes tried", "<b>mismatch</b>, shrunk to 2 req · audiox2 · ragged audio",
+                 '<a href="fuzz/case-0/repro.py">repro</a>', '<a href="fuzz/case-0/workload.json">workload</a>',
+                 "pytest x --fuzz-replay y"):
+        assert says in section, says
+    assert "<script" not in section and "&lt;script&gt;document" in section
+
+
 def test_paths_are_links_relative_to_the_report_in_both_details(report):
     page = report.read_text()
     absolute = str(report.parent / "logs" / "engine.log")

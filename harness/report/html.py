@@ -53,6 +53,7 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
         since={r.id: since_text(streaks.get(r.id)) for r in records},
         fixed=[r for r in records if r.known_issue_fixed],
         chunked=[r for r in records if r.evidence.get("encoder_chunks")],
+        fuzzed=sections.fuzz_views(records, out.parent),
         families=sorted({r.family for r in records}),
         articles=[(i, r.id, details[i]) for i, r in enumerate(records) if has_detail(r)],
         data=script_json(page_data(records, streaks, details)),

@@ -2,6 +2,7 @@
 them (autoescaped, so nothing here escapes)."""
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -109,3 +110,27 @@ def cause_groups(records: list[CheckRecord]) -> list[tuple[str, list[CheckRecord
         if record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value:
             groups[(record.cause or "unknown").split(":", 1)[0].strip()].append(record)
     return sorted(groups.items(), key=lambda g: (-sum(r.is_failure for r in g[1]), g[0]))
+
+
+def fuzz_views(records: list[CheckRecord], report_dir) -> list[dict[str, Any]]:
+    """Each fuzz check as the Fuzzing section shows it: the search's
+    figures, the shapes it tried, and each failure found with its
+    reproducers (paths relative to the report, where they lie under it)."""
+    from harness.report.format import relative_path
+
+    views = []
+    for r in records:
+        fuzz = r.evidence.get("fuzz")
+        if not isinstance(fuzz, dict):
+            continue
+        written = r.evidence.get("reproducers") or []
+        found = []
+        for i, f in enumerate(fuzz.get("found") or []):
+            files = written[i] if i < len(written) else {}
+            found.append({"cause": f.get("cause"), "shape": f.get("shape"), "message": f.get("message"),
+                          "spec": json.dumps(f.get("spec"), sort_keys=True), "replay": files.get("replay"),
+                          "files": [(name, relative_path(files[name], report_dir))
+                                    for name in ("workload", "repro", "collect_env") if files.get(name)]})
+        views.append({"record": r, "fuzz": fuzz, "shapes": list((fuzz.get("shapes") or {}).items()),
+                      "found": found})
+    return views
