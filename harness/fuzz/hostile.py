@@ -100,7 +100,7 @@ def expected(spec: dict) -> str:
 
 
 def label(spec: dict) -> str:
-    fields = "-".join(f"{k}={v}" for k, v in spec.items() if k not in ("version", "model", "kind"))
+    fields = "-".join(f"{k}={v}" for k, v in sorted(spec.items()) if k not in ("version", "model", "kind"))
     return f"{spec['kind']}:{fields}"
 
 

@@ -19,9 +19,11 @@ from the search's budget), and say what a reproducer of a spec needs.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness.checks.requests import REFUSE_OR_CAP
 from harness.checks.verdicts import Cause, CheckFailure
-from harness.engines.base import Sampling
+from harness.engines.base import LoraAdapter, Sampling
 from harness.engines.server import cli_flags
 from harness.fuzz import hostile
 from harness.fuzz.search import Inconclusive
@@ -29,6 +31,7 @@ from harness.fuzz.space import SPEC_VERSION, Limits, workload
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
 from harness.runner.runner import REFERENCE_ARGS, Runner
+from harness.workloads.lora import Adapters
 
 TOP_LOGPROBS = 5
 HOSTILE_SAMPLING = Sampling(max_tokens=2, ignore_eos=True, logprobs=0)
@@ -42,6 +45,8 @@ def sampling_for(spec: dict) -> Sampling:
 class BatchJudge:
     def __init__(self, runner: Runner, limits: Limits):
         self.runner, self.limits = runner, limits
+        # The crafted adapters of the model, where requests may run under one.
+        self.lora = Adapters(Path(runner.model)) if limits.adapters else None
         self.restarts = 0
         self.last_run = None  # the last batch sent: its engine names the noise profile and version
         # Each request's reference, computed once for every batch it is in.
@@ -54,8 +59,11 @@ class BatchJudge:
         self({"version": SPEC_VERSION, "model": self.limits.model, "max_tokens": 2,
               "requests": [{"prompt": "Hello.", "items": []}]})
 
+    def adapter(self, name: str) -> LoraAdapter:
+        return getattr(self.lora, name)
+
     def __call__(self, spec: dict) -> None:
-        work = workload(spec)
+        work = workload(spec, adapters=self.adapter if self.lora else None)
         sampling = sampling_for(spec)
         check = Check(CheckRecord(id="fuzz-example"))
         try:
@@ -74,12 +82,14 @@ class BatchJudge:
             self.restarts += self.runner.restart_crashed()
 
     def reproduction(self, spec: dict) -> dict:
-        """What repro.py needs: the batch, its engine's arguments and the reference's."""
-        work = workload(spec)
+        """What repro.py needs: the batch and each request's adapter, its
+        engine's arguments and the reference's."""
+        work = workload(spec, adapters=self.adapter if self.lora else None)
         return {"template": "repro.py.txt", "labels": work.labels,
                 "conversations": [r.conversation for r in work.requests],
                 "config": {"max_tokens": spec["max_tokens"], "engine_args": self.runner.args_for(None),
-                           "reference_args": REFERENCE_ARGS}}
+                           "reference_args": REFERENCE_ARGS,
+                           "adapters": [r.adapter.to_dict() if r.adapter else None for r in work.requests]}}
 
 
 class HostileJudge:

@@ -25,7 +25,7 @@ class FuzzSession:
     written: dict = field(default_factory=dict)
 
     def limits(self, runner: Runner) -> Limits:
-        return limits_for(runner.entry, processor(runner.model))
+        return limits_for(runner.entry, processor(runner.model), engine_args=runner.args_for(None))
 
     def search(self, check: Check, runner: Runner, strategy, judge, *, share: float = 1.0) -> Search:
         """Search `judge`'s property over `strategy` on the runner's model,

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from harness.workloads.request import Request, Workload
 SPEC_VERSION = 1
 MEDIA_KINDS = ("audio", "image", "video")
 SILENCE = "silence"
+# The crafted adapters a request may run under (harness.workloads.lora): the
+# vision tower and connector, the language model's attention.
+ADAPTERS = ("tower", "lm")
 AUDIO_CONTENTS = (*media.AUDIO_KINDS, SILENCE)
 # Tokens a request's chat template and text part take besides its media (a
 # bound, checked against the model's own processor in the harness's tests).
@@ -46,17 +50,19 @@ class Limits:
     image_tokens: int              # tokens of one image
     frame_tokens: int              # tokens of one video frame
     max_frames: int                # frames a video keeps after the processor's sampling
+    adapters: tuple[str, ...] = ()  # LoRA adapters a request may run under (crafted; empty: no LoRA)
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__, modalities=list(self.modalities))
+        return dict(self.__dict__, modalities=list(self.modalities), adapters=list(self.adapters))
 
 
-def limits_for(entry, processor, *, max_requests: int = 4) -> Limits:
-    """The limits of a matrix entry's model, from its engine arguments and
-    its processor (`harness.workloads.audio.processor`)."""
+def limits_for(entry, processor, *, engine_args: dict, max_requests: int = 4) -> Limits:
+    """The limits of a matrix entry's model, from the engine arguments its
+    family gives it and its processor (`harness.workloads.audio.processor`).
+    With LoRA on, requests may run under the crafted adapters."""
     from harness.workloads.audio import max_audio_seconds_of
 
-    args = entry.engine_args
+    args = engine_args
     per_prompt = {k: int(v) for k, v in args.get("limit_mm_per_prompt", {}).items()}
     kinds = tuple(k for k in MEDIA_KINDS if entry.has(k) and per_prompt.get(k, 1) > 0)
     video = getattr(processor, "video_processor", None)
@@ -71,7 +77,8 @@ def limits_for(entry, processor, *, max_requests: int = 4) -> Limits:
         audio_tokens=int(getattr(processor, "audio_seq_length", 0) or 0),
         image_tokens=image_tokens,
         frame_tokens=int(getattr(video, "max_soft_tokens", 0) or image_tokens),
-        max_frames=int(getattr(video, "num_frames", 0) or 8))
+        max_frames=int(getattr(video, "num_frames", 0) or 8),
+        adapters=ADAPTERS if args.get("enable_lora") else ())
 
 
 # --- tokens: the bound a spec is kept within ---------------------------------
@@ -138,10 +145,11 @@ def item_label(item: dict) -> str:
 
 
 def request_label(i: int, request: dict) -> str:
-    return f"r{i}:" + ("+".join(item_label(it) for it in request["items"]) or "text")
+    under = f"@{request['adapter']}" if request.get("adapter") else ""
+    return f"r{i}:" + ("+".join(item_label(it) for it in request["items"]) or "text") + under
 
 
-def workload(spec: dict, name: str = "fuzz") -> Workload:
+def workload(spec: dict, name: str = "fuzz", adapters: Callable[[str], object] | None = None) -> Workload:
     """The workload a spec stands for: one request per spec request, its
     media built afresh, seeded by the request's own spec: the same request
     is the same media in any batch and at any place (so its reference is
@@ -151,8 +159,12 @@ def workload(spec: dict, name: str = "fuzz") -> Workload:
     for i, r in enumerate(spec["requests"]):
         seed = request_seed(r)
         parts = [_part(item, seed=seed + j) for j, item in enumerate(r["items"])]
+        adapter = r.get("adapter")
+        if adapter and adapters is None:
+            raise ValueError(f"request {i} runs under adapter {adapter!r}, and no adapters were given")
         requests.append(Request(request_label(i, r), user(*parts, r["prompt"]),
-                                {"items": [item_label(it) for it in r["items"]]}))
+                                {"items": [item_label(it) for it in r["items"]], "adapter": adapter or "base"},
+                                adapter=adapters(adapter) if adapter else None))
     return Workload(name, tuple(requests), {"spec": spec})
 
 
@@ -171,6 +183,9 @@ def shape(spec: dict) -> str:
     durations = {it["duration_cs"] for it in items if it["kind"] == "audio"}
     if len(durations) > 1:
         parts.append("ragged audio")
+    under = sorted({r["adapter"] for r in spec["requests"] if r.get("adapter")})
+    if under:
+        parts.append("lora " + "+".join(under))
     return " · ".join(parts)
 
 

@@ -8,7 +8,8 @@ clips of different durations, the shortest and the longest clip, durations
 on and beside a token boundary of the audio encoder, images on and beside a
 patch boundary and at extreme aspect ratios. Every draw shrinks towards
 fewer requests, fewer items, shorter clips, smaller images and the first
-choice of each list (16 kHz mono audio).
+choice of each list (16 kHz mono audio, the base model). On an engine
+with LoRA on, each request runs under the base model or a crafted adapter.
 
 `hostile(limits)`: one payload the engine must refuse (a 4xx with a
 message) or, beyond the model's limits, refuse or cap: broken and truncated
@@ -25,7 +26,7 @@ from harness.fuzz.space import AUDIO_CONTENTS, SPEC_VERSION, Limits, canonical, 
 # Shrinks to the first: 16 kHz, the rate the models take natively.
 SAMPLE_RATES = (16000, *(r for r in media.SUPPORTED_SAMPLE_RATES if r != 16000))
 PROMPTS = ("What do you hear?", "Describe what you see.", "Compare them.", "")
-SHORTEST_CS = 5  # 0.05 s: the edge family's shortest clip, a few encoder frames
+SHORTEST_CS = 5  # 0.05 s: the edge family's shortest clip; a 15 ms one kills the engine (finding 011)
 USUAL_LONGEST_CS = 1200  # the ragged family's longest clip
 # Image sizes on and beside a patch boundary (16 px patches, pooled 3x3:
 # 48 px), the Gemma default, and extreme aspect ratios.
@@ -80,6 +81,10 @@ def requests(draw, limits: Limits, max_tokens: int) -> dict:
     for kind in limits.modalities:
         items += draw(st.lists(_items_of(kind, limits), max_size=limits.per_prompt[kind]))
     request = {"prompt": prompt, "items": items}
+    if limits.adapters:  # the base model first: a draw shrinks towards no adapter
+        adapter = draw(st.sampled_from((None, *limits.adapters)))
+        if adapter:
+            request["adapter"] = adapter
     while request["items"] and request_tokens(request, limits) + max_tokens > limits.max_model_len:
         request["items"].pop()
     return request
@@ -115,6 +120,8 @@ def within_limits(spec: dict, limits: Limits) -> list[str]:
             n = sum(1 for it in r["items"] if it["kind"] == kind)
             if n > limits.per_prompt[kind]:
                 problems.append(f"request {i}: {n} {kind} items, the limit is {limits.per_prompt[kind]}")
+        if r.get("adapter") and r["adapter"] not in limits.adapters:
+            problems.append(f"request {i}: adapter {r['adapter']!r}; the engine serves {limits.adapters}")
         for it in r["items"]:
             if it["kind"] not in limits.modalities:
                 problems.append(f"request {i}: a {it['kind']} item; the model serves {limits.modalities}")

@@ -262,7 +262,7 @@ def check_pattern(pattern: str, *, dotall: bool = False) -> re.Pattern[str]:
 def apply_known_issues(record: CheckRecord, issues: list[KnownIssue]) -> None:
     """Turn a matching failure into a known issue, flag a covered pass.
     A check that found several failures (the fuzzer's) lists the others in
-    `evidence["other_failures"]` ({cause, message}): it is a known issue
+    `evidence["other_failures"]` ({cause, message, evidence}): it is a known issue
     only when every one of them is, and otherwise names its first
     unregistered failure as its own (the news first)."""
     for issue in issues:
@@ -272,18 +272,20 @@ def apply_known_issues(record: CheckRecord, issues: list[KnownIssue]) -> None:
     if not record.is_failure:
         return
     others = record.evidence.get("other_failures") or []
-    failures = [(record.cause, record.message)] + [(f.get("cause"), f.get("message", "")) for f in others]
-    known = [_known_as(dataclasses.replace(record, cause=cause, message=message), issues)
-             for cause, message in failures]
+    failures = [(record.cause, record.message, {})] + [(f.get("cause"), f.get("message", ""), f.get("evidence") or {})
+                                                      for f in others]
+    known = [_known_as(dataclasses.replace(record, cause=cause, message=message,
+                                           evidence={**record.evidence, **evidence}), issues)
+             for cause, message, evidence in failures]
     if all(known):
         record.verdict = Verdict.KNOWN_ISSUE.value
         record.known_issue = known[0].summary()
         return
     news = known.index(None)
     if news:
-        record.cause, record.message = failures[news]
-        record.evidence["other_failures"] = [{"cause": c, "message": m}
-                                             for i, (c, m) in enumerate(failures) if i != news]
+        record.cause, record.message = failures[news][:2]
+        record.evidence["other_failures"] = [{"cause": c, "message": m, "evidence": e}
+                                             for i, (c, m, e) in enumerate(failures) if i != news]
 
 
 def _known_as(record: CheckRecord, issues: list[KnownIssue]) -> KnownIssue | None:

@@ -397,9 +397,10 @@ class Check:
         first, *others = result.found
         raise CheckFailure(first.failure.cause, f"shrunk to {shape(first.spec)}: {first.message}",
                            divergence=first.divergence,
-                           evidence={"shrunk": [f.to_dict() for f in result.found],
-                                     "other_failures": [{"cause": f.cause, "message": f"shrunk to "
-                                                         f"{shape(f.spec)}: {f.message}"} for f in others]})
+                           evidence={**_outcome(first), "shrunk": [f.to_dict() for f in result.found],
+                                     "other_failures": [{"cause": f.cause, "evidence": _outcome(f),
+                                                         "message": f"shrunk to {shape(f.spec)}: {f.message}"}
+                                                        for f in others]})
 
     def alive(self, run: Run, *, after: str) -> None:
         """The run's engine still answers a trivial request."""
@@ -412,6 +413,12 @@ class Check:
         message."""
         self.read(run)
         self.note(effects.reload_adapter(run.engine, adapter))
+
+
+def _outcome(found) -> dict:
+    """A found failure's request outcome (an HTTP status a known issue may name)."""
+    result = found.failure.evidence.get("result")
+    return {"result": result} if result is not None else {}
 
 
 def _name_what_it_equals(failure: CheckFailure, answer, alternatives: dict, profile: NoiseProfile) -> None:

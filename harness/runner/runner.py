@@ -296,7 +296,7 @@ def _remembered(use: EngineUse, workload: Workload, sampling: Sampling, memo: di
 
 
 def _memo_key(request, sampling: Sampling) -> str:
-    adapter = getattr(request.adapter, "name", None)
+    adapter = request.adapter.to_dict() if request.adapter else None
     text = json.dumps([request.conversation, adapter, dataclasses.asdict(sampling)], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
