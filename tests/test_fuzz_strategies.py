@@ -28,7 +28,8 @@ def model(request):
     entry = next(e for e in models_for("cpu") if e.name == request.param)
     path = str(build_tiny_model(entry.tiny_arch, overrides=entry.build))
     proc = processor(path)
-    return entry, proc, limits_for(entry, proc, engine_args=entry.engine_args_for("test_fuzz_multimodal"))
+    # With LoRA on (the LoRA family's arguments): requests under adapters are drawn too.
+    return entry, proc, limits_for(entry, proc, engine_args=entry.engine_args_for("test_vision_lora"))
 
 
 def _decoded(part: dict):

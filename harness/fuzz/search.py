@@ -148,7 +148,10 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
     for round_no in itertools.count():
         if spent() or out.found:
             break
+        before = out.examples
         out.found = _round(strategy, judged, db, seed + round_no)
+        if out.examples == before and not out.found:  # a small space, all of it judged already
+            break
     out.seconds = time.monotonic() - started
     out.search_seconds = (first_failure[0] if first_failure else time.monotonic()) - started
     return out

@@ -78,7 +78,8 @@ def limits_for(entry, processor, *, engine_args: dict, max_requests: int = 4) ->
         image_tokens=image_tokens,
         frame_tokens=int(getattr(video, "max_soft_tokens", 0) or image_tokens),
         max_frames=int(getattr(video, "num_frames", 0) or 8),
-        adapters=ADAPTERS if args.get("enable_lora") else ())
+        adapters=tuple(a for a in ADAPTERS if args.get("enable_lora")
+                       and (a != "tower" or args.get("enable_tower_connector_lora"))))
 
 
 # --- tokens: the bound a spec is kept within ---------------------------------
