@@ -3,7 +3,8 @@ the engine, and a failure is shrunk to the smallest spec that still fails
 with the same cause.
 
 - Same cause: each cause gets an exception type of its own, and hypothesis
-  shrinks a failure only through examples that raise its type.
+  shrinks a failure only through examples that raise its type; then each
+  request and item is left out in turn while the cause holds (`_pared`).
 - Budget: the search draws new examples for `budget_s`, in rounds of ROUND
   examples; a failure found gets `shrink_s` more to shrink. Past either,
   examples pass unjudged, which ends hypothesis's round at once, so no
@@ -152,6 +153,16 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
         out.found = _round(strategy, judged, db, seed + round_no)
         if out.examples == before and not out.found:  # a small space, all of it judged already
             break
+
+    def verdict(spec: dict) -> CheckFailure | None:
+        try:
+            judged(spec)
+        except CaseFailed as failed:
+            return failed.failure
+        except Exception:  # noqa: BLE001 (hypothesis's reject: inconclusive; spent: not judged)
+            return None
+        return None
+    out.found = [_pared(f, verdict, spent) for f in out.found]
     out.seconds = time.monotonic() - started
     out.search_seconds = (first_failure[0] if first_failure else time.monotonic()) - started
     return out
@@ -177,6 +188,34 @@ def _round(strategy, judged: Callable[[dict], None], db, seed: int) -> list[Foun
     except Unsatisfiable:  # every draw of the round inconclusive
         pass
     return []
+
+
+def _pared(found: Found, verdict: Callable[[dict], CheckFailure | None], spent: Callable[[], bool]) -> Found:
+    """Hypothesis's shrink, then one request, or one item, left out at a
+    time while the same cause still fails, until none can go (hypothesis
+    can stall on a list drawn unique: a request it cannot delete)."""
+    spec, failure = found.spec, found.failure
+    smaller = True
+    while smaller and "requests" in spec and not spent():
+        smaller = False
+        for candidate in _one_less(spec):
+            got = verdict(candidate)
+            if got is not None and got.cause.value == failure.cause.value:
+                spec, failure, smaller = candidate, got, True
+                break
+    return Found(failure, spec)
+
+
+def _one_less(spec: dict):
+    """The spec with one request left out, then with one item left out."""
+    requests = spec["requests"]
+    if len(requests) > 1:
+        for i in range(len(requests)):
+            yield {**spec, "requests": requests[:i] + requests[i + 1:]}
+    for i, r in enumerate(requests):
+        for j in range(len(r["items"])):
+            fewer = {**r, "items": r["items"][:j] + r["items"][j + 1:]}
+            yield {**spec, "requests": requests[:i] + [fewer] + requests[i + 1:]}
 
 
 def _leaves(group: BaseExceptionGroup) -> list[CaseFailed]:

@@ -3,8 +3,8 @@
 `batches(limits)`: batches the engine must accept and answer, each request
 and the whole batch within the model's limits (items per prompt, the
 longest clip, the prompt tokens of one request and of one step).
-Generation leans towards the shapes the seed bugs lived in: a full batch,
-clips of different durations, the shortest and the longest clip, durations
+Generation leans towards the shapes the seed bugs lived in: many requests
+and items, clips of different durations, the shortest and the longest clip, durations
 on and beside a token boundary of the audio encoder, images on and beside a
 patch boundary and at extreme aspect ratios. Every draw shrinks towards
 fewer requests, fewer items, shorter clips, smaller images and the first
@@ -93,12 +93,16 @@ def requests(draw, limits: Limits, max_tokens: int) -> dict:
 @st.composite
 def batches(draw, limits: Limits) -> dict:
     """A batch spec: requests sent in one step, and the greedy length."""
-    n = draw(st.one_of(st.integers(1, limits.max_requests), st.just(limits.max_requests)))
     max_tokens = draw(st.integers(*MAX_TOKENS))
     budget = int(limits.step_tokens * STEP_SHARE)
     chosen = []
-    # Unique: two equal requests would give answers no comparison can tell apart.
-    for request in draw(st.lists(requests(limits, max_tokens), min_size=n, max_size=n, unique_by=canonical)):
+    # Unique: two equal requests would give answers no comparison can tell
+    # apart. One list of any size up to a full step (hypothesis draws about
+    # half full on average): a list whose size is drawn apart from it cannot
+    # lose a request while shrinking.
+    drawn = draw(st.lists(requests(limits, max_tokens), min_size=1, max_size=limits.max_requests,
+                          unique_by=canonical))
+    for request in drawn:
         cost = request_tokens(request, limits)
         if cost > budget:
             break
