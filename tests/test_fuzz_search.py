@@ -15,6 +15,8 @@ from harness.fuzz.strategies import batches
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
 
+# Budgets are generous: a search ends once its failure is shrunk, and make
+# test runs it beside engines on two workers.
 LIMITS = Limits(model="tiny", modalities=("audio", "image", "video"), per_prompt={"audio": 1, "image": 4, "video": 1},
                 max_requests=4, step_tokens=8192, max_model_len=2048, max_audio_s=30.0, audio_ms_per_token=40,
                 audio_tokens=750, image_tokens=70, frame_tokens=70, max_frames=32)
@@ -31,7 +33,7 @@ def leaky(spec):
 
 
 def test_a_failure_shrinks_to_two_clips_of_different_lengths(tmp_path):
-    result = search(batches(LIMITS), leaky, budget_s=30, shrink_s=30, seed=3, database=tmp_path)
+    result = search(batches(LIMITS), leaky, budget_s=60, shrink_s=120, seed=3, database=tmp_path)
     [found] = result.found
     assert found.cause == "mismatch"
     assert len(found.spec["requests"]) == 2 and len(set(durations(found.spec))) == 2, found.spec
@@ -45,7 +47,7 @@ def test_each_cause_shrinks_on_its_own(tmp_path):
         if any(sum(it["kind"] == "image" for it in r["items"]) >= 3 for r in spec["requests"]):
             raise CheckFailure(Cause.PREMISE, "three images never share one step")
         leaky(spec)
-    result = search(batches(LIMITS), judge, budget_s=30, shrink_s=30, seed=5, database=tmp_path)
+    result = search(batches(LIMITS), judge, budget_s=60, shrink_s=120, seed=5, database=tmp_path)
     by_cause = {f.cause: f.spec for f in result.found}
     assert set(by_cause) == {"mismatch", "premise"}
     premise = by_cause["premise"]["requests"]
@@ -73,13 +75,13 @@ def test_the_search_stops_at_its_budget(tmp_path):
 
 
 def test_the_database_tries_a_failure_found_before_first(tmp_path):
-    search(batches(LIMITS), leaky, budget_s=30, shrink_s=30, seed=3, database=tmp_path)
+    search(batches(LIMITS), leaky, budget_s=60, shrink_s=120, seed=3, database=tmp_path)
     first = []
 
     def judge(spec):
         first.append(spec)
         leaky(spec)
-    again = search(batches(LIMITS), judge, budget_s=30, shrink_s=5, seed=99, database=tmp_path)
+    again = search(batches(LIMITS), judge, budget_s=60, shrink_s=5, seed=99, database=tmp_path)
     assert len(set(durations(first[0]))) == 2 and again.found
 
 
@@ -94,7 +96,7 @@ def test_an_inconclusive_example_is_counted_and_never_found(tmp_path):
 
 
 def test_nothing_found_fails_with_the_shrunk_cause_and_on_no_examples(tmp_path):
-    result = search(batches(LIMITS), leaky, budget_s=30, shrink_s=30, seed=3, database=tmp_path)
+    result = search(batches(LIMITS), leaky, budget_s=60, shrink_s=120, seed=3, database=tmp_path)
     check = Check(CheckRecord(id="fuzz"))
     with pytest.raises(CheckFailure) as failed:
         check.nothing_found(result)

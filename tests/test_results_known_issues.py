@@ -89,6 +89,23 @@ def test_a_check_of_several_failures_is_known_only_when_every_one_is(tmp_path):
     assert [f["cause"] for f in one_new.evidence["other_failures"]] == ["mismatch", stride["cause"]]
 
 
+def test_each_failure_of_several_is_matched_on_its_own_outcome(tmp_path):
+    """A 5xx among a check's failures is matched on its own status, and a
+    5xx that is news brings its own outcome to the record's front."""
+    issues = load_known_issues(_registry(tmp_path, ENTRY + STATUS_ENTRY))
+    metadata = {"cause": "http-5xx", "message": "input clip0: No package metadata was found for vllm",
+                "evidence": {"result": {"rejected": 500}}}
+    known = _record(evidence={"result": {"text": "x"}, "other_failures": [metadata]})
+    apply_known_issues(known, issues)
+    assert known.verdict == "known issue"
+
+    other_status = {**metadata, "evidence": {"result": {"rejected": 503}}}
+    news = _record(evidence={"result": {"text": "x"}, "other_failures": [other_status]})
+    apply_known_issues(news, issues)
+    assert (news.verdict, news.cause, news.evidence["result"]) == ("fail", "http-5xx", {"rejected": 503})
+    assert news.evidence["other_failures"][0]["evidence"] == {"result": {"text": "x"}}
+
+
 def _stride_crash(**fields):
     return _record(verdict="error", cause="python-exception: RuntimeError: Expected a.stride(-1) == 1",
                    **fields)

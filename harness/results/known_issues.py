@@ -272,8 +272,9 @@ def apply_known_issues(record: CheckRecord, issues: list[KnownIssue]) -> None:
     if not record.is_failure:
         return
     others = record.evidence.get("other_failures") or []
-    failures = [(record.cause, record.message, {})] + [(f.get("cause"), f.get("message", ""), f.get("evidence") or {})
-                                                      for f in others]
+    own = {k: record.evidence[k] for k in ("result",) if k in record.evidence}  # what a status is read from
+    failures = [(record.cause, record.message, own)] + [(f.get("cause"), f.get("message", ""), f.get("evidence") or {})
+                                                       for f in others]
     known = [_known_as(dataclasses.replace(record, cause=cause, message=message,
                                            evidence={**record.evidence, **evidence}), issues)
              for cause, message, evidence in failures]
@@ -284,6 +285,7 @@ def apply_known_issues(record: CheckRecord, issues: list[KnownIssue]) -> None:
     news = known.index(None)
     if news:
         record.cause, record.message = failures[news][:2]
+        record.evidence.update(failures[news][2])
         record.evidence["other_failures"] = [{"cause": c, "message": m, "evidence": e}
                                              for i, (c, m, e) in enumerate(failures) if i != news]
 
