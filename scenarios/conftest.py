@@ -27,7 +27,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="concurrent server requests in the ragged-audio load check")
     g.addoption("--stress-concurrency", type=int, default=16,
                 help="concurrent server requests in the stress setting (with --stress)")
-    g.addoption("--fuzz-budget", type=float, default=60.0, metavar="SECONDS",
+    g.addoption("--fuzz-budget", type=float, default=30.0, metavar="SECONDS",
                 help="seconds each fuzz check draws new examples for, per model (a failure found gets "
                      "--fuzz-shrink more to shrink)")
     g.addoption("--fuzz-shrink", type=float, default=180.0, metavar="SECONDS",
