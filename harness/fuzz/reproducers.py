@@ -5,7 +5,7 @@
   repro.py         a standalone script (vLLM, and the tiny-model builder for
                    a tiny model; no harness import) that a maintainer can
                    attach to an upstream issue as it is;
-  collect_env.txt  the engine's `python -m vllm.collect_env`, to go beside it.
+  collect_env.txt  vLLM's `vllm.collect_env` from the engine's interpreter, to go beside it.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import base64
 import json
 import shlex
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -28,9 +29,12 @@ REPLAY_TEST = "scenarios/test_fuzz_multimodal.py::test_fuzz_replay"
 
 
 def replay_command(entry: ModelEntry, spec_path: Path) -> str:
-    """The one line that replays a written spec as a check of its own."""
-    return (f"python -m pytest {shlex.quote(f'{REPLAY_TEST}[{entry.name}]')} --tier {entry.tier} "
-            f"--model {shlex.quote(entry.name)} --fuzz-replay {shlex.quote(str(spec_path))}")
+    """The one line that replays a written spec as a check of its own, with
+    the harness's interpreter (relative to the checkout, where it lies there)."""
+    python = Path(sys.executable)
+    shown = python.relative_to(ROOT) if python.is_relative_to(ROOT) else python
+    return (f"{shlex.quote(str(shown))} -m pytest {shlex.quote(f'{REPLAY_TEST}[{entry.name}]')} "
+            f"--tier {entry.tier} --model {shlex.quote(entry.name)} --fuzz-replay {shlex.quote(str(spec_path))}")
 
 
 def read_spec(path: str | Path) -> dict:
