@@ -31,7 +31,7 @@ def _runner(entry, family) -> Runner:
 
 
 def test_the_families_are_the_scenario_modules():
-    assert scenario_families() == ["test_encoder_memory", "test_quantized_load", "test_ragged_audio",
+    assert scenario_families() == ["test_encoder_memory", "test_fuzz_multimodal", "test_quantized_load", "test_ragged_audio",
                                    "test_vision_lora"]
 
 

@@ -194,6 +194,13 @@ def test_mutation_a_base_row_run_under_an_adapter_is_named(fault_run):
 # test, "path::name"); a check with neither says why. The scenario
 # docstrings state what a check holds; this is the record of its failing.
 SHOWN_TO_FAIL = {
+    "test_fuzz_multimodal.py::test_fuzz_batches": [
+        "tests/test_fuzz_mutation.py::test_the_fuzzer_finds_the_leak_and_shrinks_it_to_two_clips_of_different_lengths"],
+    "test_fuzz_multimodal.py::test_fuzz_replay": [
+        "tests/test_fuzz_mutation.py::test_the_replay_command_and_repro_py_each_reproduce_it"],
+    # On the real engine: findings 003, 010 and 011 (known issues) fail it in make run.
+    "test_fuzz_multimodal.py::test_fuzz_hostile": [
+        "tests/test_fuzz_search.py::test_nothing_found_fails_with_the_shrunk_cause_and_on_no_examples"],
     "test_ragged_audio.py::test_one_pass": [
         "test_mutation_single_request_steps_fails_the_one_pass_and_served_together_premises",
         "test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception"],
