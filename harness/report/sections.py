@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from harness.checks.verdicts import Verdict
-from harness.report.format import engine_label
+from harness.report.format import engine_label, relative_path
 from harness.results.record import CheckRecord
 from harness.units import GiB
 
@@ -116,8 +116,6 @@ def fuzz_views(records: list[CheckRecord], report_dir) -> list[dict[str, Any]]:
     """Each fuzz check as the Fuzzing section shows it: the search's
     figures, the shapes it tried, and each failure found with its
     reproducers (paths relative to the report, where they lie under it)."""
-    from harness.report.format import relative_path
-
     views = []
     for r in records:
         fuzz = r.evidence.get("fuzz")
