@@ -37,7 +37,7 @@ run: setup models
 ENGINE_PYTHON ?=
 SHARD ?=
 HISTORY ?=
-# Seconds the fuzz family searches per model and property (make run: its 60 s default).
+# Seconds the fuzz family searches per model and property (make run: its 30 s default).
 FUZZ_BUDGET ?= 900
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup

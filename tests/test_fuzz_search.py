@@ -1,7 +1,8 @@
 """The fuzzer's search on a judge of the harness's own making (no engine):
 it shrinks each failure to the smallest spec of the same cause, judges a
-spec once, stops at its budget, tries the database's failures first, and
-never reports an inconclusive example as a failure."""
+spec once, stops at its budget, tries the database's failures first, goes
+on exploring past a failure it knows, and never reports an inconclusive
+example as a failure."""
 from __future__ import annotations
 
 import time
@@ -15,8 +16,9 @@ from harness.fuzz.strategies import batches
 from harness.results.record import CheckRecord
 from harness.runner.check import Check
 
-# Budgets are generous: a search ends once its failure is shrunk, and make
-# test runs it beside engines on two workers.
+# Shrink budgets are generous (make test runs these beside engines on two
+# workers); the exploring budgets short, since a search explores all of its
+# budget, and these judges' faults show within a few examples.
 LIMITS = Limits(model="tiny", modalities=("audio", "image", "video"), per_prompt={"audio": 1, "image": 4, "video": 1},
                 max_requests=4, step_tokens=8192, max_model_len=2048, max_audio_s=30.0, audio_ms_per_token=40,
                 audio_tokens=750, image_tokens=70, frame_tokens=70, max_frames=32)
@@ -33,7 +35,7 @@ def leaky(spec):
 
 
 def test_a_failure_shrinks_to_two_clips_of_different_lengths(tmp_path):
-    result = search(batches(LIMITS), leaky, budget_s=60, shrink_s=120, seed=3, database=tmp_path)
+    result = search(batches(LIMITS), leaky, budget_s=3, shrink_s=120, seed=3, database=tmp_path)
     [found] = result.found
     assert found.cause == "mismatch"
     assert len(found.spec["requests"]) == 2 and len(set(durations(found.spec))) == 2, found.spec
@@ -47,7 +49,7 @@ def test_each_cause_shrinks_on_its_own(tmp_path):
         if any(sum(it["kind"] == "image" for it in r["items"]) >= 3 for r in spec["requests"]):
             raise CheckFailure(Cause.PREMISE, "three images never share one step")
         leaky(spec)
-    result = search(batches(LIMITS), judge, budget_s=60, shrink_s=120, seed=5, database=tmp_path)
+    result = search(batches(LIMITS), judge, budget_s=3, shrink_s=120, seed=5, database=tmp_path)
     by_cause = {f.cause: f.spec for f in result.found}
     assert set(by_cause) == {"mismatch", "premise"}
     premise = by_cause["premise"]["requests"]
@@ -61,7 +63,7 @@ def test_a_spec_is_judged_once(tmp_path):
     def judge(spec):
         seen.append(canonical(spec))
         leaky(spec)
-    result = search(batches(LIMITS), judge, budget_s=10, shrink_s=10, seed=1, database=tmp_path)
+    result = search(batches(LIMITS), judge, budget_s=3, shrink_s=10, seed=1, database=tmp_path)
     assert len(seen) == len(set(seen)) == result.examples
 
 
@@ -75,13 +77,13 @@ def test_the_search_stops_at_its_budget(tmp_path):
 
 
 def test_the_database_tries_a_failure_found_before_first(tmp_path):
-    search(batches(LIMITS), leaky, budget_s=60, shrink_s=120, seed=3, database=tmp_path)
+    search(batches(LIMITS), leaky, budget_s=3, shrink_s=120, seed=3, database=tmp_path)
     first = []
 
     def judge(spec):
         first.append(spec)
         leaky(spec)
-    again = search(batches(LIMITS), judge, budget_s=60, shrink_s=5, seed=99, database=tmp_path)
+    again = search(batches(LIMITS), judge, budget_s=2, shrink_s=5, seed=99, database=tmp_path)
     assert len(set(durations(first[0]))) == 2 and again.found
 
 
@@ -96,7 +98,7 @@ def test_an_inconclusive_example_is_counted_and_never_found(tmp_path):
 
 
 def test_nothing_found_fails_with_the_shrunk_cause_and_on_no_examples(tmp_path):
-    result = search(batches(LIMITS), leaky, budget_s=60, shrink_s=120, seed=3, database=tmp_path)
+    result = search(batches(LIMITS), leaky, budget_s=3, shrink_s=120, seed=3, database=tmp_path)
     check = Check(CheckRecord(id="fuzz"))
     with pytest.raises(CheckFailure) as failed:
         check.nothing_found(result)
@@ -105,3 +107,28 @@ def test_nothing_found_fails_with_the_shrunk_cause_and_on_no_examples(tmp_path):
     result.found, result.examples = [], 0
     with pytest.raises(CheckFailure, match="judged no example"):
         check.nothing_found(result)
+
+
+def test_a_failure_known_from_the_database_does_not_end_the_exploration(tmp_path):
+    """The database brings the padding leak back first; the search passes
+    over its repeats and still finds, and shrinks, a second fault."""
+    search(batches(LIMITS), leaky, budget_s=3, shrink_s=120, seed=3, database=tmp_path)
+
+    def judge(spec):
+        if any(sum(it["kind"] == "image" for it in r["items"]) >= 3 for r in spec["requests"]):
+            raise CheckFailure(Cause.PREMISE, "three images never share one step")
+        leaky(spec)
+    result = search(batches(LIMITS), judge, budget_s=5, shrink_s=120, seed=11, database=tmp_path)
+    assert [f.cause for f in result.found][:1] == ["mismatch"]  # the database's, first
+    assert {f.cause for f in result.found} == {"mismatch", "premise"}
+    assert result.again["mismatch"] > 0  # met again while exploring, and passed over
+
+
+def test_signatures_tell_exceptions_and_statuses_apart():
+    from harness.checks.verdicts import DetailedCause
+    from harness.fuzz.search import signature
+    crash = CheckFailure(DetailedCause(Cause.PYTHON_EXCEPTION, "IndexError: too many indices (3 > 1)"), "died")
+    assert signature(crash) == "python-exception: IndexError"
+    refused = CheckFailure(Cause.HTTP_5XX, "500", evidence={"result": {"rejected": 500}})
+    assert signature(refused) == "http-5xx: 500"
+    assert signature(CheckFailure(Cause.MISMATCH, "differs")) == "mismatch"

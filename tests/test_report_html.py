@@ -197,7 +197,7 @@ def test_fuzzing_section_shows_each_search_and_each_failure_with_its_reproducers
         path.write_text("x")
     fuzz = {"seed": 7, "budget_s": 60.0, "shrink_s": 180.0, "examples": 42, "inconclusive": {"alike": 2},
             "shapes": {"2 req · audiox2 · ragged audio": 5, "1 req": 37}, "seconds": 99.0, "search_seconds": 8.5,
-            "restarts": 1, "found": [{"cause": "mismatch", "shape": "2 req · audiox2 · ragged audio",
+            "again": {"http-5xx: 500": 3}, "restarts": 1, "found": [{"cause": "mismatch", "shape": "2 req · audiox2 · ragged audio",
                                       "message": f"input r0: {PWN}", "spec": {"requests": [PWN]}}]}
     writer = RecordWriter(layout, "gw0")
     writer.append(CheckRecord(id="scenarios/test_fuzz_multimodal.py::test_fuzz_batches[tiny]", family="fuzz",
@@ -208,7 +208,8 @@ def test_fuzzing_section_shows_each_search_and_each_failure_with_its_reproducers
     results = merge_run(layout, {"run_id": layout.run_dir.name}, incomplete=None)
     page = render_report(results, results.path.parent / "report.html").read_text()
     section = page[page.index('<section id="fuzzing">'):page.index("</section>", page.index('<section id="fuzzing">'))]
-    for says in ("seed 7", "42 examples", "8.5 s searching", "1 engine restart", "2 inconclusive (alike)",
+    for says in ("seed 7", "42 examples", "the first failure after 8.5 s", "1 engine restart", "2 inconclusive (alike)",
+                 "3 failed again as already found (http-5xx: 500)",
                  "2 shapes tried", "<b>mismatch</b>, shrunk to 2 req · audiox2 · ragged audio",
                  '<a href="fuzz/case-0/repro.py">repro</a>', '<a href="fuzz/case-0/workload.json">workload</a>',
                  "pytest x --fuzz-replay y"):

@@ -2,17 +2,27 @@
 the engine, and a failure is shrunk to the smallest spec that still fails
 with the same cause.
 
-- Same cause: each cause gets an exception type of its own, and hypothesis
-  shrinks a failure only through examples that raise its type; then each
-  request and item is left out in turn while the cause holds (`_pared`).
-- Budget: the search draws new examples for `budget_s`, in rounds of ROUND
-  examples; a failure found gets `shrink_s` more to shrink. Past either,
-  examples pass unjudged, which ends hypothesis's round at once, so no
-  engine time is spent after them.
+- Same cause: each failure signature (its cause class, with the exception
+  type or HTTP status that tells failures of one class apart) gets an
+  exception type of its own, and hypothesis shrinks a failure only through
+  examples that raise its type; then each request and item is left out in
+  turn while the signature holds (`_pared`).
+- Past a failure: once shrunk, its signature is known, and the search goes
+  on exploring for the rest of its budget; an example failing with a known
+  signature is counted (`again`) and passed over, so a failure that the
+  database brings back every run (a registered finding) never ends the
+  exploration for a new one.
+- Budget: the search explores for `budget_s`, in rounds of ROUND examples;
+  each round that finds a new failure gets `shrink_s` to shrink it, not
+  counted against the exploration. Past either, examples pass unjudged,
+  which ends hypothesis's round at once, so no engine time is spent after
+  them.
 - Each spec is judged once: a repeat (a shrink candidate tried again, the
   final replay of the shrunk case) gets the verdict already reached.
 - Reproducible: the seed drives every draw; the example database (a
-  directory) keeps each failure found, and tries it first the next time.
+  directory) keeps each failure found, and the first round tries them
+  first (later rounds leave the database's entries be: hypothesis drops an
+  entry that no longer fails, and a known one is passed over there).
 """
 from __future__ import annotations
 
@@ -28,7 +38,7 @@ from hypothesis import seed as seeded
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from harness.checks.verdicts import CheckFailure
+from harness.checks.verdicts import Cause, CheckFailure
 from harness.fuzz.space import canonical, shape
 
 
@@ -49,14 +59,29 @@ class CaseFailed(Exception):
         self.failure, self.spec = failure, spec
 
 
-_BY_CAUSE: dict[str, type[CaseFailed]] = {}
+_BY_SIGNATURE: dict[str, type[CaseFailed]] = {}
+
+
+def signature(failure: CheckFailure) -> str:
+    """What tells one failure from another while its details shift under
+    shrinking: the cause class, with a python exception's type or a 5xx's
+    status (as known issues are narrowed, harness.results.known_issues)."""
+    kind = failure.cause.value.split(":", 1)[0]
+    if kind == Cause.PYTHON_EXCEPTION.value:
+        detail = failure.cause.value.split(":", 2)
+        return f"{kind}: {detail[1].strip()}" if len(detail) > 1 else kind
+    if kind == Cause.HTTP_5XX.value:
+        result = failure.evidence.get("result")
+        status = result.get("rejected") if isinstance(result, dict) else None
+        return f"{kind}: {status}" if status else kind
+    return kind
 
 
 def _failed(failure: CheckFailure, spec: dict) -> CaseFailed:
-    cause = failure.cause.value
-    if cause not in _BY_CAUSE:
-        _BY_CAUSE[cause] = type(f"CaseFailed[{cause}]", (CaseFailed,), {})
-    return _BY_CAUSE[cause](failure, spec)
+    key = signature(failure)
+    if key not in _BY_SIGNATURE:
+        _BY_SIGNATURE[key] = type(f"CaseFailed[{key}]", (CaseFailed,), {})
+    return _BY_SIGNATURE[key](failure, spec)
 
 
 @dataclass
@@ -69,6 +94,10 @@ class Found:
     @property
     def cause(self) -> str:
         return self.failure.cause.value
+
+    @property
+    def signature(self) -> str:
+        return signature(self.failure)
 
     @property
     def message(self) -> str:
@@ -86,7 +115,8 @@ class Found:
 @dataclass
 class Search:
     """What a search did: its seed and budget, the examples it judged (by
-    shape), those it could not decide, the failures it found, its time."""
+    shape), those it could not decide, the failures it found, the examples
+    that failed again with a signature already found, its time."""
     seed: int
     budget_s: float
     shrink_s: float
@@ -94,6 +124,7 @@ class Search:
     inconclusive: Counter = field(default_factory=Counter)
     shapes: Counter = field(default_factory=Counter)
     found: list[Found] = field(default_factory=list)
+    again: Counter = field(default_factory=Counter)
     seconds: float = 0.0
     search_seconds: float = 0.0  # until the first failure, or the whole search without one
 
@@ -101,31 +132,26 @@ class Search:
         return {"seed": self.seed, "budget_s": self.budget_s, "shrink_s": self.shrink_s,
                 "examples": self.examples, "inconclusive": dict(self.inconclusive),
                 "shapes": dict(self.shapes.most_common()), "seconds": round(self.seconds, 1),
-                "search_seconds": round(self.search_seconds, 1),
+                "search_seconds": round(self.search_seconds, 1), "again": dict(self.again),
                 "found": [f.to_dict() for f in self.found]}
 
 
 def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: int, database: Path,
            shrink_s: float | None = None) -> Search:
     """Run `judge(spec)` over specs drawn from `strategy`. The judge
-    returns (the property held), raises CheckFailure (it did not: the cause
-    is the failure's) or Inconclusive. Rounds of ROUND examples, round r
-    seeded `seed + r`, until the budget is spent or a round found a failure
-    (and shrank it)."""
+    returns (the property held), raises CheckFailure (it did not: the
+    failure's signature names it) or Inconclusive. Rounds of ROUND
+    examples, round r seeded `seed + r`, until the exploration budget is
+    spent or a round judges nothing new; each new failure is shrunk."""
     out = Search(seed=seed, budget_s=budget_s, shrink_s=budget_s if shrink_s is None else shrink_s)
     verdicts: dict[str, CheckFailure | Inconclusive | None] = {}
-    started = time.monotonic()
-    first_failure: list[float] = []
-
-    def spent() -> bool:
-        if first_failure:
-            return time.monotonic() - first_failure[0] > out.shrink_s
-        return time.monotonic() - started > out.budget_s
+    clock = _Clock(out.budget_s, out.shrink_s)
+    known: set[str] = set()
 
     def judged(spec: dict) -> None:
         key = canonical(spec)
         if key not in verdicts:
-            if spent():  # passed unjudged: hypothesis ends its round at once (never recorded as judged)
+            if clock.spent():  # passed unjudged: hypothesis ends its round at once (never recorded as judged)
                 return
             out.examples += 1
             out.shapes[shape(spec)] += 1
@@ -137,44 +163,82 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
                 out.inconclusive[str(why)] += 1
             except CheckFailure as failure:
                 verdicts[key] = failure
-                if not first_failure:
-                    first_failure.append(time.monotonic())
+                if signature(failure) in known:
+                    out.again[signature(failure)] += 1
+                else:
+                    clock.shrinking()
         verdict = verdicts[key]
-        if isinstance(verdict, Inconclusive):
+        if isinstance(verdict, Inconclusive) or (isinstance(verdict, CheckFailure) and signature(verdict) in known):
             reject()
         if isinstance(verdict, CheckFailure):
             raise _failed(verdict, spec)
-
-    db = DirectoryBasedExampleDatabase(str(database))
-    for round_no in itertools.count():
-        if spent() or out.found:
-            break
-        before = out.examples
-        out.found = _round(strategy, judged, db, seed + round_no)
-        if out.examples == before and not out.found:  # a small space, all of it judged already
-            break
 
     def verdict(spec: dict) -> CheckFailure | None:
         try:
             judged(spec)
         except CaseFailed as failed:
             return failed.failure
-        except Exception:  # noqa: BLE001 (hypothesis's reject: inconclusive; spent: not judged)
+        except Exception:  # noqa: BLE001 (hypothesis's reject: inconclusive or known; spent: not judged)
             return None
         return None
-    out.found = [_pared(f, verdict, spent) for f in out.found]
-    out.seconds = time.monotonic() - started
-    out.search_seconds = (first_failure[0] if first_failure else time.monotonic()) - started
+
+    db = DirectoryBasedExampleDatabase(str(database))
+    for round_no in itertools.count():
+        if clock.spent():
+            break
+        before = out.examples
+        # The database's failures are tried in the first round only (see the module's note).
+        found = _round(strategy, judged, db, seed + round_no, reuse=round_no == 0)
+        found = [_pared(f, verdict, clock.spent) for f in found if f.signature not in known]
+        out.found += found
+        known.update(f.signature for f in found)
+        clock.exploring()
+        if out.examples == before and not found:  # a small space, all of it judged already
+            break
+    out.seconds = clock.elapsed()
+    out.search_seconds = clock.first_failure if clock.first_failure is not None else out.seconds
     return out
 
 
-def _round(strategy, judged: Callable[[dict], None], db, seed: int) -> list[Found]:
-    """One hypothesis run of ROUND examples: the database's failures first,
-    then new draws, then the shrinking of any failure."""
+class _Clock:
+    """The search's two allowances: exploring (`budget_s` in all) and, from
+    a new failure to the end of its round's shrinking, `shrink_s`."""
+
+    def __init__(self, budget_s: float, shrink_s: float):
+        self.budget_s, self.shrink_s = budget_s, shrink_s
+        self.started = self.since = time.monotonic()
+        self.explored = 0.0
+        self.shrink_began: float | None = None
+        self.first_failure: float | None = None  # seconds from the start
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def spent(self) -> bool:
+        now = time.monotonic()
+        if self.shrink_began is not None:
+            return now - self.shrink_began > self.shrink_s
+        return self.explored + (now - self.since) > self.budget_s
+
+    def shrinking(self) -> None:
+        if self.shrink_began is None:
+            self.shrink_began = time.monotonic()
+            self.explored += self.shrink_began - self.since
+            if self.first_failure is None:
+                self.first_failure = self.shrink_began - self.started
+
+    def exploring(self) -> None:
+        if self.shrink_began is not None:
+            self.shrink_began, self.since = None, time.monotonic()
+
+
+def _round(strategy, judged: Callable[[dict], None], db, seed: int, *, reuse: bool) -> list[Found]:
+    """One hypothesis run of ROUND examples: the database's failures first
+    (with `reuse`), then new draws, then the shrinking of any failure."""
+    phases = (Phase.explicit,) + ((Phase.reuse,) if reuse else ()) + (Phase.generate, Phase.shrink)
     run = settings(database=db, max_examples=ROUND, deadline=None, derandomize=False,
                    report_multiple_bugs=True, print_blob=False, verbosity=Verbosity.quiet,
-                   suppress_health_check=list(HealthCheck),
-                   phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink))(
+                   suppress_health_check=list(HealthCheck), phases=phases)(
         seeded(seed)(given(strategy)(judged)))
     try:
         run()
@@ -192,15 +256,15 @@ def _round(strategy, judged: Callable[[dict], None], db, seed: int) -> list[Foun
 
 def _pared(found: Found, verdict: Callable[[dict], CheckFailure | None], spent: Callable[[], bool]) -> Found:
     """Hypothesis's shrink, then one request, or one item, left out at a
-    time while the same cause still fails, until none can go (hypothesis
-    can stall on a list drawn unique: a request it cannot delete)."""
+    time while the same signature still fails, until none can go
+    (hypothesis can stall on a list drawn unique: a request it cannot delete)."""
     spec, failure = found.spec, found.failure
     smaller = True
     while smaller and "requests" in spec and not spent():
         smaller = False
         for candidate in _one_less(spec):
             got = verdict(candidate)
-            if got is not None and got.cause.value == failure.cause.value:
+            if got is not None and signature(got) == found.signature:
                 spec, failure, smaller = candidate, got, True
                 break
     return Found(failure, spec)
