@@ -26,11 +26,45 @@ TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
 PER_FAMILY_TABLE = "per_family"
 FAMILY_KEYS = ("engine_args",)
+# The top-level table of settings per tier: [tiers.<tier>].
+TIERS_TABLE = "tiers"
+TIER_KEYS = ("stall_s",)
 SCENARIOS_DIR = ROOT / "scenarios"
 
 
 class ModelMatrixError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    """A tier's own settings ([tiers.<tier>] in the matrix)."""
+    # The stall bound (harness.engines.progress): a request in flight with no
+    # progress for this long, on an engine that is alive, is a hang.
+    stall_s: float
+
+
+def tier_settings(tier: str, path: str | Path | None = None) -> TierSettings:
+    path = Path(path or DEFAULT_FILE)
+    raw = _read(path).get(TIERS_TABLE, {}).get(tier)
+    label = f"{path}: [{TIERS_TABLE}.{tier}]"
+    if not isinstance(raw, dict):
+        raise ModelMatrixError(f"{label} is missing: it must give {list(TIER_KEYS)}")
+    if set(raw) != set(TIER_KEYS):
+        raise ModelMatrixError(f"{label} must give exactly {list(TIER_KEYS)}, got {sorted(raw)}")
+    stall = raw["stall_s"]
+    if isinstance(stall, bool) or not isinstance(stall, (int, float)) or stall <= 0:
+        raise ModelMatrixError(f"{label}: stall_s must be a number of seconds > 0, got {stall!r}")
+    return TierSettings(stall_s=float(stall))
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ModelMatrixError(f"model matrix not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ModelMatrixError(f"{path}: not valid TOML: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -178,16 +212,11 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
 
 def load_matrix(path: str | Path | None = None) -> dict[str, list[ModelEntry]]:
     path = Path(path or DEFAULT_FILE)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ModelMatrixError(f"model matrix not found: {path}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ModelMatrixError(f"{path}: not valid TOML: {e}") from None
-    unknown = set(data) - set(TIERS) - {PER_FAMILY_TABLE}
+    data = _read(path)
+    unknown = set(data) - set(TIERS) - {PER_FAMILY_TABLE, TIERS_TABLE}
     if unknown:
         raise ModelMatrixError(f"{path}: unknown tier(s) {sorted(unknown)}; known: {list(TIERS)} "
-                               f"(and [{PER_FAMILY_TABLE}.<family>])")
+                               f"(and [{PER_FAMILY_TABLE}.<family>], [{TIERS_TABLE}.<tier>])")
     known = scenario_families()
     defaults = _family_args(f"{path}: [{PER_FAMILY_TABLE}]", data.get(PER_FAMILY_TABLE, {}), known)
     matrix = {}

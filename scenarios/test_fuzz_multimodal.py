@@ -7,9 +7,10 @@ durations in one forward pass). Here the harness draws the shapes itself,
 within the model's limits (harness.fuzz.strategies): the number of
 requests in a step; per request its media (audio, images, video) and
 their sizes, sample rates and channels; the clips' content; the prompt;
-the greedy length; the order. Hostile payloads go through the server
-(harness.fuzz.hostile). Every failure leaves its shrunk workload, a
-replay command and a standalone repro.py (harness.fuzz.reproducers).
+the greedy length; the order; with LoRA on, each request's adapter.
+Hostile payloads go through the server (harness.fuzz.hostile). Every
+failure leaves its shrunk workload, a replay command and a standalone
+repro.py (harness.fuzz.reproducers).
 
 Workload → run → checks: each property is one check per model.
 """

@@ -22,7 +22,8 @@ BEFORE = {
 }
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
-
+# Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.
+ADDED_SINCE = {("tiny-gemma4", "test_fuzz_multimodal"): {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2}}
 
 
 def _runner(entry, family) -> Runner:
@@ -40,9 +41,10 @@ def test_the_families_are_the_scenario_modules():
 def test_cpu_engines_get_the_arguments_they_got_before(entry, family):
     """Every family x CPU entry: a call with no arguments of its own, and
     the LoRA family's reference call (max_loras 32), reach the engine with
-    what the entry and the family's hard-coded settings gave them before."""
+    what the entry and the family's hard-coded settings gave them before
+    (and what was added since)."""
     runner = _runner(entry, family)
-    before = {**BEFORE[entry.name], **ADDED_BEFORE.get(family, {})}
+    before = {**BEFORE[entry.name], **ADDED_BEFORE.get(family, {}), **ADDED_SINCE.get((entry.name, family), {})}
     assert runner.args_for(None) == before
     assert runner.args_for({"max_loras": 32}) == {**before, "max_loras": 32}
     assert runner.mm_limit("image") == BEFORE[entry.name]["limit_mm_per_prompt"]["image"]

@@ -28,6 +28,9 @@ class Cause(str, enum.Enum):
     PYTHON_EXCEPTION = "python-exception"
     STARTUP_FAILED = "startup-failed"
     TIMEOUT = "timeout"
+    # A request in flight made no progress for the stall bound while the
+    # engine was alive (harness.engines.progress): given up on, with stacks.
+    HANG = "hang"
     LEAK = "leak"
     HTTP_5XX = "http-5xx"
     HTTP_4XX = "http-4xx"

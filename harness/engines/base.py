@@ -13,6 +13,8 @@ from harness.engines.causes import classify, engine_message, signal_name
 from harness.engines.control import EngineControl
 from harness.engines.observations import Observations
 from harness.engines.outcomes import Completion, EngineCrashed, Result, cause_of
+from harness.engines.progress import ProgressWatch, Stall
+from harness.engines.stacks import StackDumps
 from harness.files import log_tail
 
 # How long a dying engine gets to finish writing its traceback to the log.
@@ -98,6 +100,13 @@ class Engine:
         # What the engine's own processes saw; unobserved unless a driver sets it.
         self.observations = Observations(None)
         self.control = EngineControl(None)  # and how it can be steered: not at all
+        self.stacks = StackDumps(None)  # and where its processes dump their stacks: nowhere
+        # The stall bound (harness.engines.progress): a request in flight with
+        # no progress for this long is a hang. None: not watched.
+        self.stall_s: float | None = None
+        # What is left of it gets this long to stop after a hang verdict.
+        self.hang_grace_s = CRASH_GRACE_S
+        self.longest_quiet_s: float | None = None  # the longest its watches saw (None: never watched)
         # After a crash verdict, the tear-down under way in the background and what survived it.
         self._closer: threading.Thread | None = None
         self._closer_survivors: list[int] = []
@@ -130,13 +139,13 @@ class Engine:
     def _teardown(self, grace: float) -> list[int]:
         raise NotImplementedError
 
-    def _give_up(self) -> None:
+    def _give_up(self, grace: float = CRASH_GRACE_S) -> None:
         """After a crash or hang verdict: what is left of the engine gets
-        CRASH_GRACE_S to stop (vLLM's handlers unlink its shared memory in
-        it) in the background, so the verdict is answered first."""
+        `grace` to stop (vLLM's handlers unlink its shared memory in it) in
+        the background, so the verdict is answered first."""
         if self._closer is None:
             def tear_down() -> None:
-                self._closer_survivors = self._teardown(CRASH_GRACE_S)
+                self._closer_survivors = self._teardown(grace)
             self._closer = threading.Thread(target=tear_down, name=f"give-up-{self.name}", daemon=True)
             self._closer.start()
 
@@ -189,6 +198,31 @@ class Engine:
             signal=signal_name(returncode), log_tail=lines,
             detail=" ".join(filter(None, [f"{what} died.", engine_message(recent)])))
         self.crashed = crash
+        return crash
+
+    # --- hangs --------------------------------------------------------------
+    def _watch(self) -> ProgressWatch | None:
+        """A watch on the requests about to be sent, where the engine has a
+        stall bound and is observed (a remote server is not: its requests
+        have only their timeout)."""
+        if self.stall_s is None or not self.observations.available:
+            return None
+        return ProgressWatch(self.observations, self.stall_s)
+
+    def _watched(self, watch: ProgressWatch | None) -> None:
+        """A call's watch is over: keep the longest quiet time it saw."""
+        if watch is not None:
+            self.longest_quiet_s = max(self.longest_quiet_s or 0.0, watch.longest_quiet_s)
+
+    def _hang(self, stall: Stall, health: str = "") -> EngineCrashed:
+        """Give up on a hung engine as on a crashed one, with every engine
+        process's stacks and its last steps in the verdict."""
+        proc = getattr(self, "proc", None)
+        stacks = self.stacks.dump(dict(proc.vital) if proc is not None else {})
+        crash = EngineCrashed(cause=Cause.HANG, log_tail=log_tail(self.log_path, 200) if self.log_path else [],
+                              detail=f"hung: {stall.describe()}{health}", stall=stall.to_dict(), stacks=stacks)
+        self.crashed = crash
+        self._give_up(self.hang_grace_s)
         return crash
 
     def assert_alive(self) -> Completion:

@@ -16,7 +16,8 @@ SCALE_ENV = "MMHARNESS_FAULT_SCALE"
 # The switches the engine-side shim knows; see mmharness_faults.FAULTS.
 FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "reference-cache", "reject-8khz", "chunk-from-total",
-               "vision-chunk-leak", "lora-ignore-vision-mlp", "media-cross", "base-under-adapter")
+               "vision-chunk-leak", "lora-ignore-vision-mlp", "media-cross", "base-under-adapter",
+               "stop-admitting", "spin-request")
 
 
 # How long the kill waits for the batch to be seen in one step.

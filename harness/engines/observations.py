@@ -6,6 +6,8 @@ appends one JSON line per event to a side file per engine:
   {"event": "step", "t": unix_s, "pid": int, "requests": n,
    "tokens": {request_id: scheduled_tokens}, "total_tokens": N,
    "loras": {request_id: adapter_name | null}}   # LoRA engines only; null: base
+  {"event": "finished", "t": unix_s, "pid": int,    # requests the scheduler finished
+   "requests": [request_id, ...]}                     # (or aborted) since its last step
   {"event": "encoder", "t": unix_s, "pid": int, "modality": "audio"|"image"|"video",
    "items": k, "shapes": [[...], ...],   # each item's input shape
    "container": "list"|"tensor",         # how the call got them: a list of

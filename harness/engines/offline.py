@@ -21,12 +21,17 @@ from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
 from harness.engines.outcomes import Completion, EngineStartupFailed, Rejected, RequestTimedOut, Result
 from harness.engines.procs import EngineProcess, launch, started_at
+from harness.engines.progress import ProgressWatch, Stall
+from harness.engines.stacks import StackDumps, stacks_folder
 
 WORKER = Path(__file__).with_name("offline_worker.py")
 # Engine arguments of the server only: an offline request carries its adapter.
 SERVER_ONLY_ARGS = ("lora_modules",)
 # The start-up socket's folder, named after the harness process that made it.
 SOCKET_DIR_PREFIX = "mmh-offline-"
+# What the watch waits on between a batch's send and the worker's word that
+# every request of it is enqueued (the front end's processing of its media).
+ENQUEUEING = "(the batch, being enqueued)"
 
 
 @contextmanager
@@ -67,6 +72,11 @@ class _TimedOut(Exception):
     pass
 
 
+class _Hung(Exception):
+    def __init__(self, stall: Stall):
+        self.stall = stall
+
+
 class OfflineEngine(Engine):
     kind = "offline"
 
@@ -78,6 +88,7 @@ class OfflineEngine(Engine):
         self.extra_env, self.start_timeout = env or {}, start_timeout
         self.observations = Observations(side_file(self.log_path))
         self.control = EngineControl(control_file(self.log_path))
+        self.stacks = StackDumps(stacks_folder(self.log_path))
         self.proc: EngineProcess | None = None
         self.limits: dict = {}
         self._conn = None
@@ -94,7 +105,7 @@ class OfflineEngine(Engine):
                                     self.model, json.dumps({k: v for k, v in self.engine_args.items()
                                                             if k not in SERVER_ONLY_ARGS})],
                                    self.interpreter.env(self.observations.env() | self.control.env()
-                                                        | self.extra_env), self.log_path)
+                                                        | self.stacks.env() | self.extra_env), self.log_path)
                 accepted: list = []
                 t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
                 t.start()
@@ -125,15 +136,25 @@ class OfflineEngine(Engine):
         if time.monotonic() > deadline:
             raise _TimedOut()
 
-    def _await(self, deadline: float) -> dict:
+    def _await(self, deadline: float, watch: ProgressWatch | None = None) -> dict:
+        """The worker's next reply; with a watch, its word that a batch is
+        enqueued turns the watch from the batch to its requests."""
         last_refresh = 0.0
         while True:
             try:
                 if self._conn.poll(0.05):
-                    return self._conn.recv()
+                    message = self._conn.recv()
+                    if "enqueued" not in message:
+                        return message
+                    if watch is not None:
+                        watch.done(ENQUEUEING)
+                        watch.expect(message["enqueued"])
+                    continue
             except (EOFError, OSError):
                 raise _Died(self._wait_exit(), "offline worker")
             self._check(deadline)
+            if watch is not None and (stall := watch.poll()) is not None:
+                raise _Hung(stall)
             if time.monotonic() - last_refresh > 1.0:
                 self.proc.refresh_children()
                 last_refresh = time.monotonic()
@@ -150,12 +171,19 @@ class OfflineEngine(Engine):
         if self.crashed:
             return [self.crashed] * n
         self._begin_request()
+        watch = self._watch()
+        if watch is not None:
+            watch.expect([ENQUEUEING])
         try:
             self._send({"op": "chat", "conversations": conversations,
                         "sampling": sampling.to_dict(),
                         "adapters": [a.to_dict() if a else None for a in adapters],
                         **({"forced": forced} if forced else {})})
-            reply = self._await(time.monotonic() + self.request_timeout)
+            reply = self._await(time.monotonic() + self.request_timeout, watch)
+            self._watched(watch)
+        except _Hung as e:
+            self._watched(watch)
+            return [self._hang(e.stall)] * n
         except _Died as e:
             crash = self._crash(e.returncode, e.what)
             self._give_up()

@@ -5,6 +5,7 @@ not import the harness). Protocol over a multiprocessing connection:
   harness → {"op": "chat", "conversations": [...], "sampling": {...},
              "adapters": [{"name", "path", "id"} | None, ...],   # one per conversation
              "forced": [[token id, ...] | None, ...]}           # optional, one per conversation
+  worker  → {"enqueued": [request id, ...]}   # once every request is enqueued
   worker  → {"ok": [output, ...]} or {"error": Type, "message": str, "dead": bool}
 One "chat" op is one batch: every request is enqueued while the engine core's
 scheduler is paused (vLLM's level-0 sleep), and only then does it step. An
@@ -32,12 +33,13 @@ def _outputs(results, call_no):
     return outs
 
 
-def chat_as_one_batch(llm, conversations, sampling, lora_requests, forced):
+def chat_as_one_batch(llm, conversations, sampling, lora_requests, forced, on_enqueued):
     """Like LLM.chat, but the scheduler sees every request before its first
     step, and the outputs come back in the order of the conversations,
     matched by request id (not by the position vLLM sorted them into).
     `forced`: per conversation, token ids appended to its rendered prompt (a
-    comparator following this stack past a split), or None."""
+    comparator following this stack past a split), or None. `on_enqueued`
+    is told the request ids (the harness watches them progress)."""
     llm.sleep(level=0, mode="keep")  # pause scheduling; adds are queued
     try:
         if any(forced):
@@ -46,6 +48,7 @@ def chat_as_one_batch(llm, conversations, sampling, lora_requests, forced):
             ids = llm.enqueue_chat(conversations, sampling, use_tqdm=False, lora_request=lora_requests)
     finally:
         llm.wake_up(tags=["scheduling"])  # also after a rejected input (already aborted)
+    on_enqueued([str(i) for i in ids])
     return in_request_order(ids, llm.wait_for_completion(use_tqdm=False))
 
 
@@ -101,7 +104,8 @@ def main():
             lora_requests = [LoRARequest(a["name"], a["id"], a["path"]) if a else None for a in adapters]
             forced = msg.get("forced") or [None] * len(msg["conversations"])
             results = chat_as_one_batch(llm, msg["conversations"], SamplingParams(**msg["sampling"]),
-                                        lora_requests if any(lora_requests) else None, forced)
+                                        lora_requests if any(lora_requests) else None, forced,
+                                        lambda ids: conn.send({"enqueued": ids}))
             calls += 1
             conn.send({"ok": _outputs(results, calls)})
         except Exception as e:  # reported to the harness, which decides what it means

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -122,13 +123,14 @@ class OpenAIEngine(Engine):
             raise AdapterLoadFailed("load", adapter.name, status, text)
         return text
 
-    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event) -> Result:
+    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str) -> Result:
         go.wait()
         try:
             resp = client.chat.completions.create(
                 model=model, messages=conv, max_tokens=sampling.max_tokens,
                 temperature=sampling.temperature, seed=sampling.seed,
                 logprobs=sampling.logprobs > 0, top_logprobs=sampling.logprobs or None,
+                extra_headers={"X-Request-Id": request_id},  # the engine's id holds it: the watch's name
                 extra_body={"ignore_eos": sampling.ignore_eos, "return_token_ids": True,
                             "return_tokens_as_token_ids": True})
         except openai.APIStatusError as e:
@@ -161,9 +163,13 @@ class OpenAIEngine(Engine):
         client = self._client()
         go = threading.Event()
         results: list[Result | None] = [None] * n
+        ids = [f"mmh-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+        watch = self._watch()
         pool = ThreadPoolExecutor(max_workers=n)
-        futures = {pool.submit(self._one, client, c, sampling, m, go): i
-                   for i, (c, m) in enumerate(zip(conversations, models))}
+        futures = {pool.submit(self._one, client, c, sampling, m, go, rid): i
+                   for i, (c, m, rid) in enumerate(zip(conversations, models, ids))}
+        if watch is not None:
+            watch.expect(ids)
         go.set()  # all threads are waiting: release them together so the server batches
         deadline = time.monotonic() + self.request_timeout + 5
         pending = set(futures)
@@ -171,15 +177,26 @@ class OpenAIEngine(Engine):
             done, pending = wait(pending, timeout=0.05)
             for f in done:
                 results[futures[f]] = f.result()
+                if watch is not None:
+                    watch.done(ids[futures[f]])
             if pending and (crash := self._death()):
                 for f in pending:
                     results[futures[f]] = crash
+                pending = set()
+            elif pending and watch is not None and (stall := watch.poll()) is not None:
+                health = "; /health answered 200" if self.healthy() else "; /health did not answer"
+                # Its connections go first: a server shuts down only once they have closed.
+                client.close()
+                hung = self._hang(stall, health)
+                for f in pending:
+                    results[futures[f]] = hung
                 pending = set()
             elif pending and time.monotonic() > deadline:
                 for f in pending:
                     results[futures[f]] = RequestTimedOut(self.request_timeout)
                 pending = set()
         pool.shutdown(wait=False, cancel_futures=True)
+        self._watched(watch)
         return self._crash_behind_5xx(results)
 
     def _crash_behind_5xx(self, results: list[Result]) -> list[Result]:

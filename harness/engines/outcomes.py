@@ -47,13 +47,18 @@ class Rejected:
 
 @dataclass(frozen=True)
 class EngineCrashed:
-    """The engine (or one of its processes) died while the request was pending.
-    Frozen: its cause is decided when it is built, never patched afterwards."""
+    """The engine (or one of its processes) died while the request was
+    pending, or hung (no progress within the stall bound) and was given up
+    on. Frozen: its cause is decided when it is built, never patched afterwards."""
     cause: AnyCause
     exit_code: int | None = None
     signal: str | None = None
     log_tail: list[str] = field(default_factory=list)
     detail: str = ""
+    # A hang only: the stalled request (harness.engines.progress.Stall) and
+    # every engine process's stacks at the verdict.
+    stall: dict | None = None
+    stacks: dict = field(default_factory=dict)
 
     ok = False
 

@@ -119,7 +119,7 @@ class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
                  start_timeout: float = 600, request_timeout: float = 600, watch_memory: bool = True,
                  ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S,
-                 log_prefix: str = ""):
+                 log_prefix: str = "", stall_s: float | None = None):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
         self.ledger = ledger
         # Before each engine log's number: an xdist worker's id, so that two
@@ -134,6 +134,7 @@ class EnginePool:
         # pids comparable with ours, and are never counted as the engine's.
         self.own_pids: list[int] = []
         self.start_timeout, self.request_timeout = start_timeout, request_timeout
+        self.stall_s = stall_s  # each engine's stall bound (harness.engines.progress); None: unwatched
         self.handles: dict[str, EngineHandle] = {}
         self.retired: list[EngineHandle] = []
         self._count = 0
@@ -228,6 +229,7 @@ class EnginePool:
         engine = cls(spec.model, spec.args, self.interpreter, log, name=spec.name,
                      env={**spec.env, **(lease.env() if lease else {})},
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
+        engine.stall_s = self.stall_s
         watch = (MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids), wait_s=self.leak_wait_s,
                              devices=lease.devices if lease else None) if self.watch_memory else None)
         if watch:

@@ -23,6 +23,8 @@ from harness.memory.samplers.process_tree import descendants
 ROOT = Path(__file__).resolve().parents[2]
 PIDFILE_DIR = Path(os.environ.get("MMHARNESS_RUNTIME", ROOT / ".cache" / "engines"))
 REAPER = Path(__file__).with_name("reaper.py")
+# How long a killed leader's resource tracker gets to unlink what it registered.
+TRACKER_CLEANUP_S = 5.0
 
 
 def _alive(p: psutil.Process) -> bool:
@@ -97,6 +99,13 @@ class EngineProcess:
         self.refresh_children()
         _killpg(self.pid, signal.SIGTERM)
         self._wait_gone(grace)
+        if self.popen.poll() is None:
+            # The leader alone first: its multiprocessing resource tracker,
+            # left alive, unlinks the shared memory the engine registered
+            # once the leader is gone (SIGKILL to the whole group left it all
+            # in /dev/shm).
+            self.popen.kill()
+            self._wait_gone(TRACKER_CLEANUP_S)
         _killpg(self.pid, signal.SIGKILL)
         for p in self._seen_alive():  # descendants that left the group
             try:

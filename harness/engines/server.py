@@ -12,6 +12,7 @@ from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
+from harness.engines.stacks import StackDumps, stacks_folder
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.procs import EngineProcess, launch
@@ -40,6 +41,13 @@ def port_free(port: int) -> bool:
 # (without it those routes are not mounted: a 404). An engine environment,
 # e.g. an EngineSpec's env=RUNTIME_LORA_ENV, or ServerEngine(runtime_lora=True).
 RUNTIME_LORA_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+# A hung server's grace: its core and workers stop within about 10 s of
+# SIGTERM (a core spinning on a request took 10 s), but the API server
+# then waits for its open connections, and a hung request's never closes
+# (vLLM ignores a second signal; uvicorn's wait has no bound). So it is
+# killed sooner than a crashed one, its resource tracker left to unlink
+# the shared memory (harness.engines.procs).
+HANG_GRACE_S = 10.0
 
 
 def lora_module_flags(modules) -> list[str]:
@@ -103,6 +111,8 @@ class ServerEngine(OpenAIEngine):
         self.start_timeout = start_timeout
         self.observations = Observations(side_file(self.log_path))
         self.control = EngineControl(control_file(self.log_path))
+        self.stacks = StackDumps(stacks_folder(self.log_path))
+        self.hang_grace_s = HANG_GRACE_S
         self.api_key = secrets.token_hex(12)
         self.proc: EngineProcess | None = None
 
@@ -123,7 +133,8 @@ class ServerEngine(OpenAIEngine):
                # Cached prompt tokens per answer: a reference must have none.
                "--enable-prompt-tokens-details",
                *cli_flags(self.engine_args), *self.extra_flags]
-        self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.extra_env), self.log_path)
+        self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.stacks.env()
+                                                    | self.extra_env), self.log_path)
         deadline = time.monotonic() + self.start_timeout
         while not self.healthy(timeout=1.0):
             death = self.proc.death()

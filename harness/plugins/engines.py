@@ -27,6 +27,7 @@ from harness.engines.pool import EnginePool
 from harness.engines.procs import reap_stale
 from harness.engines.teardown import teardown_record
 from harness.memory.samplers import Sampler
+from harness.models import tier_settings
 from harness.plugins import retirement
 from harness.plugins.common import model_entry_of, worker_id
 from harness.results.record import CheckRecord
@@ -64,6 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--inject-faults", default="",
                 help="for the harness's own mutation tests: switch these faults on inside every engine "
                      f"(comma-separated: {', '.join(FAULT_NAMES)})")
+    g.addoption("--stall-seconds", type=float, default=None,
+                help="the stall bound: a request in flight with no observed progress for this long is "
+                     "a hang (default: the tier's stall_s in models.toml [tiers.<tier>])")
     g.addoption("--fault-scale", type=float, default=None,
                 help="for the harness's own mutation tests: the injected leaks' size, in standard "
                      "deviations of the embedding they perturb (default 1)")
@@ -88,7 +92,9 @@ def engine_pool(pytestconfig, engine_interpreter):
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
     # The ledger is the run's, shared by its xdist workers: GPUs on the GPU
     # tier, one engine turn on the CPU tier (harness.engines.devices).
-    pool = EnginePool(engine_interpreter, run_dir / "engines",
+    stall_s = pytestconfig.getoption("stall_seconds") or tier_settings(
+        engine_interpreter.tier, pytestconfig.getoption("models_file")).stall_s
+    pool = EnginePool(engine_interpreter, run_dir / "engines", stall_s=stall_s,
                       ledger=None if state.engine_url else run_ledger(run_dir, engine_interpreter.tier),
                       log_prefix="" if (worker := worker_id(pytestconfig)) == "main" else f"{worker}-")
     pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)

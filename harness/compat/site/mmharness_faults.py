@@ -114,6 +114,52 @@ def _single_request_steps(module) -> None:
     cls.schedule = schedule
 
 
+def _stop_admitting(module) -> None:
+    """The scheduler admits the engine's first request, then swallows every
+    later one: never queued, never scheduled, never refused, while the
+    server's /health still answers (the engine that stopped admitting)."""
+    cls = module.Scheduler
+    real = cls.add_request
+
+    def add_request(self, request):
+        admitted = getattr(self, "_mmh_admitted", 0)
+        if admitted >= 1 and request.request_id not in self.requests:
+            self.__dict__.setdefault("_mmh_swallowed", []).append(request)
+            return
+        self._mmh_admitted = admitted + 1
+        return real(self, request)
+
+    cls.add_request = add_request
+
+
+def _spin_request(module) -> None:
+    """The engine's second request is never scheduled: each step sets it
+    aside while the others are scheduled, and the engine core loops on it
+    with nothing to run (a scheduler spinning on what it cannot place)."""
+    cls = module.Scheduler
+    real_add, real_schedule = cls.add_request, cls.schedule
+
+    def add_request(self, request):
+        seen = self.__dict__.setdefault("_mmh_seen", [])
+        if request.request_id not in seen:
+            seen.append(request.request_id)
+        return real_add(self, request)
+
+    def schedule(self, *args, **kwargs):
+        seen = self.__dict__.get("_mmh_seen", [])
+        victim = self.requests.get(seen[1]) if len(seen) > 1 else None
+        held = victim is not None and victim in self.waiting
+        if held:
+            self.waiting.remove_requests([victim])
+        try:
+            return real_schedule(self, *args, **kwargs)
+        finally:
+            if held:
+                self.waiting.prepend_request(victim)
+
+    cls.add_request, cls.schedule = add_request, schedule
+
+
 def _reference_cache(module) -> None:
     cls = module.EngineArgs
     real = cls.create_engine_config
@@ -221,6 +267,8 @@ FAULTS = {
     "base-under-adapter": _module_fault("vllm.lora.worker_manager", _base_under_adapter),
     "raise-ragged-audio": _encoder_fault(before=_raise_ragged_audio),
     "single-request-steps": _module_fault("vllm.v1.core.sched.scheduler", _single_request_steps),
+    "stop-admitting": _module_fault("vllm.v1.core.sched.scheduler", _stop_admitting),
+    "spin-request": _module_fault("vllm.v1.core.sched.scheduler", _spin_request),
     # Caches back on, and media names (uuids) ignored: a reference is served
     # what an earlier request of the same media left behind.
     "reference-cache": _both(_module_fault("vllm.engine.arg_utils", _reference_cache),

@@ -3,6 +3,7 @@ appends what it really did to that file, one JSON line per event, in the
 format of harness/engines/observations.py:
   step     - one scheduled model step: requests, tokens per request, total,
              and (LoRA engines) the adapter each request ran under;
+  finished - the requests the scheduler finished since its last step;
   encoder  - one multimodal encoder call: modality, items, each item's shape,
              and (tower LoRA engines) the adapter of each item in the tower;
   lora_modules - the layers the LoRA model manager wrapped, once per worker;
@@ -61,6 +62,9 @@ def _patch_runner(module) -> None:
     real = cls.execute_model
 
     def execute_model(self, scheduler_output, *args, **kwargs):
+        finished = getattr(scheduler_output, "finished_req_ids", None)
+        if finished:  # also in an empty step: how the last requests' end is told
+            emit("finished", requests=sorted(str(r) for r in finished))
         total = int(scheduler_output.total_num_scheduled_tokens)
         if total:  # an empty step schedules nothing: not a step of the workload
             tokens = {str(k): int(v) for k, v in scheduler_output.num_scheduled_tokens.items()}

@@ -4,6 +4,7 @@ Each shim acts only when asked, and lazily (on the first import of what it
 patches), so an interpreter start stays cheap:
   - the torchvision shim, where the interpreter needs it (MMHARNESS_TVSHIM=1);
   - the observer, with MMHARNESS_OBSERVE=<path>;
+  - the stack dumper (SIGUSR2), with MMHARNESS_STACKS=<folder>;
   - fault switches for the harness's own tests, with MMHARNESS_FAULTS=names;
   - a lesser host's CPU features, with MMHARNESS_ENGINE_KERNELS=level.
 """
@@ -18,6 +19,10 @@ if os.environ.get("MMHARNESS_TVSHIM") == "1":
     import mmharness_tvshim
 
     mmharness_tvshim.install()
+if os.environ.get("MMHARNESS_STACKS"):  # cheap: faulthandler only
+    import mmharness_stacks
+
+    mmharness_stacks.install()
 if os.environ.get("MMHARNESS_OBSERVE"):
     import mmharness_observe
 
