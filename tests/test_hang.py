@@ -18,7 +18,7 @@ from harness.workloads.chat import user
 
 pytestmark = pytest.mark.engine
 
-STALL_S = 8.0
+STALL_S = 5.0
 SHORT = Sampling(max_tokens=4)
 
 
