@@ -25,8 +25,9 @@ def teardown_record(handle: EngineHandle) -> CheckRecord:
         record.evidence.update({"gpus": list(handle.lease.devices), "taken_out_of_run": handle.taken_out})
     if handle.attempts:  # its start was retried
         record.evidence["start_attempts"] = handle.attempts
-    if engine.longest_quiet_s is not None:  # what the stall bound must exceed (harness.engines.progress)
-        record.evidence["longest_quiet_s"] = round(engine.longest_quiet_s, 1)
+    quiet = getattr(engine, "longest_quiet_s", None)  # a stand-in engine has none
+    if quiet is not None:  # what the stall bound must exceed (harness.engines.progress)
+        record.evidence["longest_quiet_s"] = round(quiet, 1)
     if handle.watch and handle.watch.result:
         record.peak_memory = handle.watch.result.peak
     if handle.survivors:
