@@ -73,8 +73,14 @@ class Observations:
         """Events written after `offset`; None when the engine is not observed."""
         if not self.available:
             return None
+        return self.read(offset)[0]
+
+    def read(self, offset: int) -> tuple[list[dict], int]:
+        """The events of the complete lines written after `offset`, and the
+        offset past them (a last line without its newline is being written
+        right now: read it next time)."""
         with open(self.path, "rb") as f:
             f.seek(offset)
             data = f.read()
-        # A last line without its newline is being written right now.
-        return [event for _, event in read_json_lines(data).values]
+        complete = data[:data.rfind(b"\n") + 1]
+        return [event for _, event in read_json_lines(complete).values], offset + len(complete)

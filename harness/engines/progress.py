@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from harness.engines.observations import Observations
-from harness.files import read_json_lines
 
 # Events that show the engine core at work (not the front end's cache lookups).
 WORK_EVENTS = ("step", "encoder", "finished")
@@ -107,12 +106,8 @@ class ProgressWatch:
     def _read(self, now: float) -> None:
         if not self.observations.available:
             return
-        with open(self.observations.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        complete = data[:data.rfind(b"\n") + 1]  # a last line without its newline is being written
-        self.offset += len(complete)
-        for _, event in read_json_lines(complete).values:
+        events, self.offset = self.observations.read(self.offset)
+        for event in events:
             kind = event.get("event") if isinstance(event, dict) else None
             if kind not in WORK_EVENTS:
                 continue
