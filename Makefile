@@ -54,7 +54,7 @@ nightly: setup
 # engines of about 3.9 GiB: mind the memory before raising it. 0: serial.
 TEST_WORKERS ?= 2
 test: setup
-	HF_HUB_OFFLINE=1 $(PYTEST) tests -n $(TEST_WORKERS) --dist loadfile $(TEST_ARGS)
+	HF_HUB_OFFLINE=1 $(PYTEST) tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(TEST_ARGS)
 
 # make diff OLD=reports/run-A NEW=reports/latest
 diff: setup

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.fuzz.reproducers import read_spec
+from harness.fuzz import session as fuzz_session
 from harness.fuzz.session import FuzzSession
 from harness.models import ROOT
 
@@ -27,10 +28,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="concurrent server requests in the ragged-audio load check")
     g.addoption("--stress-concurrency", type=int, default=16,
                 help="concurrent server requests in the stress setting (with --stress)")
-    g.addoption("--fuzz-budget", type=float, default=30.0, metavar="SECONDS",
+    g.addoption("--fuzz-budget", type=float, default=fuzz_session.BUDGET_S, metavar="SECONDS",
                 help="seconds each fuzz check draws new examples for, per model (a failure found gets "
                      "--fuzz-shrink more to shrink)")
-    g.addoption("--fuzz-shrink", type=float, default=180.0, metavar="SECONDS",
+    g.addoption("--fuzz-shrink", type=float, default=fuzz_session.SHRINK_S, metavar="SECONDS",
                 help="seconds to shrink a failure the fuzzer found, spent only on a failure")
     g.addoption("--fuzz-seed", type=int, default=None,
                 help="the fuzzer's seed (default: a new one per run, written in each fuzz record)")

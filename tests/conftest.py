@@ -4,8 +4,17 @@ from types import SimpleNamespace
 import pytest
 
 from harness.engines.interpreter import EngineInterpreter
-from harness.engines.offline import OfflineEngine
 from harness.models import models_for
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest files first: those with fault runs (a scenario family per
+    fault), then those that start engines, then the quick ones. On xdist
+    workers (`make test`: --dist loadfile --no-loadscope-reorder, else xdist
+    orders files by their number of tests) the last files handed out are
+    then short, and neither worker waits long for the other at the end."""
+    marked = {name: {item.path for item in items if item.get_closest_marker(name)} for name in ("mutation", "engine")}
+    items.sort(key=lambda item: (item.path not in marked["mutation"], item.path not in marked["engine"]))
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +65,3 @@ def fake_nvml():
     """Makes stand-in pynvml modules, to drive the NVML arithmetic without a GPU:
     fake_nvml(used, {pid: bytes}, devices=1, total=80 GiB, has_v2=True)."""
     return _fake_nvml
-
-
-@pytest.fixture(scope="module")
-def offline_gemma4(tiny_gemma4, interpreter, tmp_path_factory):
-    """A started offline engine on the tiny Gemma4, one per test module; its
-    teardown must leave no process behind."""
-    model, args = tiny_gemma4
-    engine = OfflineEngine(model, args, interpreter, tmp_path_factory.mktemp("offline") / "engine.log")
-    engine.start()
-    yield engine
-    assert engine.close() == []

@@ -14,6 +14,10 @@ from harness.runner.check import Check
 from harness.runner.runner import Runner
 from harness.workloads.audio import processor
 
+# The defaults of --fuzz-budget (a short pass in `make run`) and --fuzz-shrink.
+BUDGET_S = 30.0
+SHRINK_S = 180.0
+
 
 @dataclass
 class FuzzSession:
