@@ -14,13 +14,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from fixtures.tiny_models.recipes import RECIPES
 from harness.versions import version_in
 from harness.memory.card.profiles import UnknownCard, get_profile
+from harness.soak.settings import SoakSettings, parse as parse_soak
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "fuzz", "optional", "per_family")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "fuzz", "soak", "optional", "per_family")
 LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
@@ -28,7 +29,7 @@ PER_FAMILY_TABLE = "per_family"
 FAMILY_KEYS = ("engine_args",)
 # The top-level table of settings per tier: [tiers.<tier>].
 TIERS_TABLE = "tiers"
-TIER_KEYS = ("stall_s",)
+TIER_KEYS = ("stall_s", "soak")
 SCENARIOS_DIR = ROOT / "scenarios"
 
 
@@ -42,6 +43,8 @@ class TierSettings:
     # The stall bound (harness.engines.progress): a request in flight with no
     # progress for this long, on an engine that is alive, is a hang.
     stall_s: float
+    # The soak family's load and bounds (harness.soak.settings).
+    soak: SoakSettings
 
 
 def tier_settings(tier: str, path: str | Path | None = None) -> TierSettings:
@@ -55,7 +58,11 @@ def tier_settings(tier: str, path: str | Path | None = None) -> TierSettings:
     stall = raw["stall_s"]
     if isinstance(stall, bool) or not isinstance(stall, (int, float)) or stall <= 0:
         raise ModelMatrixError(f"{label}: stall_s must be a number of seconds > 0, got {stall!r}")
-    return TierSettings(stall_s=float(stall))
+    try:
+        soak = parse_soak(raw["soak"], f"{label}.soak")
+    except ValueError as e:
+        raise ModelMatrixError(str(e)) from None
+    return TierSettings(stall_s=float(stall), soak=soak)
 
 
 def _read(path: Path) -> dict:
@@ -87,6 +94,8 @@ class ModelEntry:
     lora: dict | None = field(default=None, hash=False)
     # The fuzz family (scenarios/test_fuzz_multimodal.py) runs for it.
     fuzz: bool = False
+    # The soak family (scenarios/test_soak.py) runs for it.
+    soak: bool = False
     # Runs only when named with --model: too slow for the tier's default run.
     optional: bool = False
     # Engine arguments per scenario family: the matrix's [per_family.<family>]
@@ -196,8 +205,9 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                                f"(a list of adapter hub ids or paths; a list of TP sizes; the engine "
                                f"versions that serve it, as specifiers), "
                                f"got {lora!r}{moved}")
-    if not isinstance(raw.get("fuzz", False), bool):
-        raise ModelMatrixError(f"{label}: fuzz must be true or false, got {raw['fuzz']!r}")
+    for flag in ("fuzz", "soak"):
+        if not isinstance(raw.get(flag, False), bool):
+            raise ModelMatrixError(f"{label}: {flag} must be true or false, got {raw[flag]!r}")
     own = _family_args(label, raw.get("per_family", {}), known)
     per_family = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
@@ -206,6 +216,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
                       card=card, build=dict(raw.get("build", {})),
                       lora=None if lora is None else dict(lora), fuzz=raw.get("fuzz", False),
+                      soak=raw.get("soak", False),
                       optional=bool(raw.get("optional", False)),
                       per_family=per_family)
 

@@ -10,7 +10,8 @@ import pytest
 from harness.fuzz.reproducers import read_spec
 from harness.fuzz import session as fuzz_session
 from harness.fuzz.session import FuzzSession
-from harness.models import ROOT
+from harness.models import ROOT, tier_settings
+from harness.soak.settings import SOAK_S, SoakSettings
 
 AUDIO_DURATIONS = pytest.StashKey[list[float]]()
 FUZZ_SEED = pytest.StashKey[int]()
@@ -38,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--fuzz-db", default=str(ROOT / ".cache" / "fuzz-db"), metavar="DIR",
                 help="the fuzzer's example database: failures found are kept here and tried first "
                      "the next time")
+    g.addoption("--soak-seconds", type=float, default=SOAK_S, metavar="SECONDS",
+                help=f"seconds the soak family loads each model's server (default {SOAK_S:g}; "
+                     "make nightly: SOAK_SECONDS)")
     g.addoption("--fuzz-replay", default=None, metavar="WORKLOAD_JSON",
                 help="replay a workload the fuzzer wrote (its workload.json) as a check of its own: "
                      "runs test_fuzz_replay, and only it, for the workload's model")
@@ -45,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[AUDIO_DURATIONS] = parse_durations(config.getoption("audio_durations"))
-    for name in ("fuzz_budget", "fuzz_shrink"):
+    for name in ("fuzz_budget", "fuzz_shrink", "soak_seconds"):
         value = config.getoption(name)
         if value is not None and not 0 < value < float("inf"):
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be a number of seconds above 0, got {value}")
@@ -101,6 +105,17 @@ def fuzz(pytestconfig) -> FuzzSession:
     return FuzzSession(budget_s=budget, shrink_s=shrink,
                        seed=pytestconfig.stash[FUZZ_SEED], database_root=Path(pytestconfig.getoption("fuzz_db")),
                        out_root=run_dir / "fuzz")
+
+
+@pytest.fixture(scope="session")
+def soak_seconds(pytestconfig) -> float:
+    return pytestconfig.getoption("soak_seconds")
+
+
+@pytest.fixture(scope="module")
+def soak_settings(pytestconfig, runner) -> SoakSettings:
+    """The tier's soak load and bounds ([tiers.<tier>.soak] in the matrix)."""
+    return tier_settings(runner.entry.tier, pytestconfig.getoption("models_file")).soak
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,25 @@
 """Fixtures for the harness's own tests."""
+import os
 from types import SimpleNamespace
 
 import pytest
 
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.parallel import BIND_ENV
 from harness.models import models_for
+
+
+def pytest_configure(config):
+    """Under xdist, each worker's engines compute on a core of their own.
+    Left to vLLM's default, an engine binds its compute threads to the first
+    core and keeps the next for its front end, so two workers' engines
+    shared one core: two concurrent runs of test_engines_offline.py took
+    106 s so and 87 s bound one core each (2-core EPYC, 2026-12-03). A TP
+    size above 1 gets its own binding from the runner (placement)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and BIND_ENV not in os.environ:
+        cores = sorted(os.sched_getaffinity(0))
+        os.environ[BIND_ENV] = str(cores[int(worker[2:]) % len(cores)])
 
 
 def pytest_collection_modifyitems(config, items):

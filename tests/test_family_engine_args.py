@@ -23,7 +23,9 @@ BEFORE = {
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.
-ADDED_SINCE = {("tiny-gemma4", "test_fuzz_multimodal"): {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2}}
+# The soak family (added since) keeps the processor cache small on every entry.
+ADDED_SINCE = {("tiny-gemma4", "test_fuzz_multimodal"): {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2},
+               **{(e, "test_soak"): {"mm_processor_cache_gb": 0.005} for e in BEFORE}}
 
 
 def _runner(entry, family) -> Runner:
@@ -33,7 +35,7 @@ def _runner(entry, family) -> Runner:
 
 def test_the_families_are_the_scenario_modules():
     assert scenario_families() == ["test_encoder_memory", "test_fuzz_multimodal", "test_quantized_load", "test_ragged_audio",
-                                   "test_vision_lora"]
+                                   "test_soak", "test_vision_lora"]
 
 
 @pytest.mark.parametrize("family", scenario_families())

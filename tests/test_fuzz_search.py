@@ -40,6 +40,8 @@ def test_a_failure_shrinks_to_two_clips_of_different_lengths(tmp_path):
     assert found.cause == "mismatch"
     assert len(found.spec["requests"]) == 2 and len(set(durations(found.spec))) == 2, found.spec
     assert all(len(r["items"]) == 1 for r in found.spec["requests"]), found.spec
+    # Drawn within the budget, judged (and shrinking begun) after the draw.
+    assert 0 <= result.first_failure_drawn_s <= min(result.budget_s, result.search_seconds)
 
 
 def test_each_cause_shrinks_on_its_own(tmp_path):

@@ -16,9 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("harness.units", "harness.files", "harness.children", "harness.versions", "harness.checks.verdicts", "harness.memory.nvml",
      "harness.memory.timeline", "harness.compat"),
-    ("harness.memory", "harness.results", "harness.setup", "harness.shards"),
+    ("harness.memory", "harness.results", "harness.setup", "harness.shards", "harness.soak.settings",
+     "harness.soak.latency", "harness.soak.fit"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
-    ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters"),
+    ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters",
+     "harness.soak"),
     ("harness.runner", "harness.report", "harness.bisect", "harness.fuzz"),
     ("harness.plugins", "harness.__main__"),
     ("scenarios",),

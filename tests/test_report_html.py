@@ -403,3 +403,38 @@ def test_table_filters_sorts_and_opens_details_in_the_browser(report, tmp_path):
     assert saw["descending"] == ["12.8", "3.2", "0.0", "0.0", "0.0"]
     # The longest check is the failure: its detail shows the message as text.
     assert "engine ran out of memory on a batch of 4 <script>" in saw["detail"]
+
+
+@needs_chromium
+def test_soak_section_draws_each_process_with_its_fit_and_the_timeslices(tmp_path):
+    """The memory check's evidence (a leaking api-server, a flat engine core)
+    and the latency check's, as the soak checks write them, drawn as SVG
+    lines per process with the fit dashed, and the timeslice table; the
+    browser renders the page without problems."""
+    from harness.checks.soak import check_no_drift, check_no_leak
+    from harness.checks.verdicts import CheckFailure
+    from tests.test_soak_checks import SETTINGS, crafted
+
+    with pytest.raises(CheckFailure) as leak:
+        check_no_leak(crafted(rss=lambda n: 1000.0 + 0.2 * n), SETTINGS)
+    latency = check_no_drift(crafted(), SETTINGS)
+    layout = RunLayout(tmp_path / "run-20260102T020000Z")
+    writer = RecordWriter(layout, "gw0")
+    writer.append(CheckRecord(id="scenarios/test_soak.py::test_soak_memory_flat[tiny]", family="soak",
+                              verdict="fail", cause="leak", message=leak.value.message, evidence=leak.value.evidence))
+    writer.append(CheckRecord(id="scenarios/test_soak.py::test_soak_latency_steady[tiny]", family="soak",
+                              verdict="pass", evidence=latency))
+    writer.close()
+    results = merge_run(layout, {"run_id": layout.run_dir.name}, incomplete=None)
+    page_path = render_report(results, results.path.parent / "report.html")
+    page = page_path.read_text()
+    section = page[page.index('<section id="soak">'):page.index("</section>", page.index('<section id="soak">'))]
+    assert section.count("<svg") == 2
+    assert "<title>api-server</title>" in section and "<title>api-server: fit</title>" in section
+    assert "<title>EngineCore[2]</title>" in section and "<title>ttft_p50</title>" in section
+    assert "<td>leak</td><td>+200.00</td>" in section and "<td>flat</td>" in section
+    assert section.count('<tr><td class="mono">') == 2 and section.count("<tr><td>") == 4  # processes; timeslices
+    assert "tpot_p50 x1.00 (bound x2.0)" in section
+    done = _chromium(tmp_path, "--dump-dom", page_path.as_uri())
+    assert page_problems(done.stdout, done.stderr) == []
+    assert '<section id="soak">' in done.stdout

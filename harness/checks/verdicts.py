@@ -32,6 +32,10 @@ class Cause(str, enum.Enum):
     # engine was alive (harness.engines.progress): given up on, with stacks.
     HANG = "hang"
     LEAK = "leak"
+    # Under steady load, the last timeslice's latency beyond the first's by more than the tier's bound.
+    DRIFT = "drift"
+    # Fewer requests than the tier asks met its latency SLO (goodput).
+    SLO = "slo"
     HTTP_5XX = "http-5xx"
     HTTP_4XX = "http-4xx"
     MISMATCH = "mismatch"

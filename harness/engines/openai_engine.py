@@ -123,16 +123,19 @@ class OpenAIEngine(Engine):
             raise AdapterLoadFailed("load", adapter.name, status, text)
         return text
 
+    @staticmethod
+    def _request(conv, sampling: Sampling, model: str, request_id: str) -> dict:
+        return dict(model=model, messages=conv, max_tokens=sampling.max_tokens,
+                    temperature=sampling.temperature, seed=sampling.seed,
+                    logprobs=sampling.logprobs > 0, top_logprobs=sampling.logprobs or None,
+                    extra_headers={"X-Request-Id": request_id},  # the engine's id holds it: the watch's name
+                    extra_body={"ignore_eos": sampling.ignore_eos, "return_token_ids": True,
+                                "return_tokens_as_token_ids": True})
+
     def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str) -> Result:
         go.wait()
         try:
-            resp = client.chat.completions.create(
-                model=model, messages=conv, max_tokens=sampling.max_tokens,
-                temperature=sampling.temperature, seed=sampling.seed,
-                logprobs=sampling.logprobs > 0, top_logprobs=sampling.logprobs or None,
-                extra_headers={"X-Request-Id": request_id},  # the engine's id holds it: the watch's name
-                extra_body={"ignore_eos": sampling.ignore_eos, "return_token_ids": True,
-                            "return_tokens_as_token_ids": True})
+            resp = client.chat.completions.create(**self._request(conv, sampling, model, request_id))
         except openai.APIStatusError as e:
             return Rejected(status=e.status_code, message=str(e.message)[:2000])
         except openai.APITimeoutError:
@@ -151,9 +154,59 @@ class OpenAIEngine(Engine):
                           cached_tokens=_cached_tokens(resp.usage),
                           finish_reason=choice.finish_reason)
 
+    def _one_streamed(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
+                      request_id: str) -> Result:
+        """As `_one`, streamed: the answer as its chunks add up, with the
+        seconds to the first token and to the last as this client saw them."""
+        go.wait()
+        sent = time.monotonic()
+        text, token_ids, logprobs = [], [], []
+        first = finish = usage = None
+        try:
+            stream = client.chat.completions.create(**self._request(conv, sampling, model, request_id),
+                                                    stream=True, stream_options={"include_usage": True})
+            for chunk in stream:
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    content = (choice.logprobs.content or []) if choice.logprobs else []
+                    ids = list(getattr(choice, "token_ids", None) or
+                               [i for c in content if (i := _token_id(c.token)) is not None])
+                    if ids and first is None:
+                        first = time.monotonic() - sent
+                    token_ids += ids
+                    logprobs += [{_token_id(t.token): t.logprob for t in c.top_logprobs
+                                  if _token_id(t.token) is not None} for c in content]
+                    text.append(choice.delta.content or "")
+                    finish = choice.finish_reason or finish
+        except openai.APIStatusError as e:
+            return Rejected(status=e.status_code, message=str(e.message)[:2000])
+        except openai.APITimeoutError:
+            return RequestTimedOut(self.request_timeout)
+        except openai.APIConnectionError as e:
+            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {e}")
+        except openai.APIError as e:  # an error event inside the stream
+            return Rejected(status=None, message=str(e.message)[:2000])
+        except Exception as e:  # noqa: BLE001 (the client's transport error: the stream broke off)
+            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD,
+                                                  detail=f"the stream broke off: {type(e).__name__}: {e}")
+        return Completion(text="".join(text), token_ids=token_ids, logprobs=logprobs,
+                          prompt_token_count=usage.prompt_tokens if usage else None,
+                          cached_tokens=_cached_tokens(usage), finish_reason=finish,
+                          ttft_s=first, e2e_s=time.monotonic() - sent)
+
     def chat(self, conversations, sampling: Sampling = Sampling(), adapters: Adapters = None) -> list[Result]:
         """An adapter is asked for by its name as the request's `model` (the
         server must know it: --lora-modules, or a runtime load)."""
+        return self._fire(conversations, sampling, adapters, self._one)
+
+    def chat_streamed(self, conversations, sampling: Sampling = Sampling(),
+                      adapters: Adapters = None) -> list[Result]:
+        """As `chat`, each request streamed: its Completion also holds the
+        seconds to its first token and to its last (`ttft_s`, `e2e_s`)."""
+        return self._fire(conversations, sampling, adapters, self._one_streamed)
+
+    def _fire(self, conversations, sampling: Sampling, adapters: Adapters, one) -> list[Result]:
+        """Every conversation at once, through `one`, each bounded and watched."""
         n = len(conversations)
         adapters = per_conversation(adapters, n)
         if self.crashed:
@@ -166,7 +219,7 @@ class OpenAIEngine(Engine):
         ids = [f"mmh-{uuid.uuid4().hex[:12]}" for _ in range(n)]
         watch = self._watch()
         pool = ThreadPoolExecutor(max_workers=n)
-        futures = {pool.submit(self._one, client, c, sampling, m, go, rid): i
+        futures = {pool.submit(one, client, c, sampling, m, go, rid): i
                    for i, (c, m, rid) in enumerate(zip(conversations, models, ids))}
         if watch is not None:
             watch.expect(ids)

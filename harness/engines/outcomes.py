@@ -20,6 +20,9 @@ class Completion:
     # Offline only: which generate call served it, and how many prompts it had.
     batch_call: int | None = None
     batch_size: int | None = None
+    # Streamed server requests only: seconds from sending to the first token and to the last.
+    ttft_s: float | None = None
+    e2e_s: float | None = None
 
     ok = True
 

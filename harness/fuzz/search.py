@@ -127,12 +127,16 @@ class Search:
     again: Counter = field(default_factory=Counter)
     seconds: float = 0.0
     search_seconds: float = 0.0  # until the first failure, or the whole search without one
+    # When the example that failed first was drawn: within the budget, though judged past it.
+    first_failure_drawn_s: float | None = None
 
     def to_dict(self) -> dict:
         return {"seed": self.seed, "budget_s": self.budget_s, "shrink_s": self.shrink_s,
                 "examples": self.examples, "inconclusive": dict(self.inconclusive),
                 "shapes": dict(self.shapes.most_common()), "seconds": round(self.seconds, 1),
-                "search_seconds": round(self.search_seconds, 1), "again": dict(self.again),
+                "search_seconds": round(self.search_seconds, 1),
+                "first_failure_drawn_s": None if self.first_failure_drawn_s is None
+                else round(self.first_failure_drawn_s, 1), "again": dict(self.again),
                 "found": [f.to_dict() for f in self.found]}
 
 
@@ -155,6 +159,7 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
                 return
             out.examples += 1
             out.shapes[shape(spec)] += 1
+            drawn = clock.elapsed()
             try:
                 judge(spec)
                 verdicts[key] = None
@@ -166,6 +171,8 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
                 if signature(failure) in known:
                     out.again[signature(failure)] += 1
                 else:
+                    if out.first_failure_drawn_s is None:
+                        out.first_failure_drawn_s = drawn
                     clock.shrinking()
         verdict = verdicts[key]
         if isinstance(verdict, Inconclusive) or (isinstance(verdict, CheckFailure) and signature(verdict) in known):

@@ -4,7 +4,8 @@
 and the whole batch within the model's limits (items per prompt, the
 longest clip, the prompt tokens of one request and of one step).
 Generation leans towards the shapes the seed bugs lived in: many requests
-and items, clips of different durations, the shortest and the longest clip, durations
+and items, half the batches with a clip in every request, clips of
+different durations, the shortest and the longest clip, durations
 on and beside a token boundary of the audio encoder, images on and beside a
 patch boundary and at extreme aspect ratios. Every draw shrinks towards
 fewer requests, fewer items, shorter clips, smaller images and the first
@@ -72,14 +73,16 @@ def _items_of(kind: str, limits: Limits) -> st.SearchStrategy[dict]:
 
 
 @st.composite
-def requests(draw, limits: Limits, max_tokens: int) -> dict:
+def requests(draw, limits: Limits, max_tokens: int, *, with_clip: bool = False) -> dict:
     """One request: a prompt, and up to the per-prompt limit of each media
-    kind the model serves; items past the request's token bound are left out."""
+    kind the model serves (`with_clip`: at least one clip); items past the
+    request's token bound are left out, clips last."""
     prompt = draw(st.one_of(st.sampled_from(PROMPTS), st.text(
         st.characters(codec="utf-8", categories=("L", "N", "P", "Zs")), min_size=1, max_size=40)))
     items = []
     for kind in limits.modalities:
-        items += draw(st.lists(_items_of(kind, limits), max_size=limits.per_prompt[kind]))
+        least = min(1, limits.per_prompt[kind]) if with_clip and kind == "audio" else 0
+        items += draw(st.lists(_items_of(kind, limits), min_size=least, max_size=limits.per_prompt[kind]))
     request = {"prompt": prompt, "items": items}
     if limits.adapters:  # the base model first: a draw shrinks towards no adapter
         adapter = draw(st.sampled_from((None, *limits.adapters)))
@@ -100,8 +103,12 @@ def batches(draw, limits: Limits) -> dict:
     # apart. One list of any size up to a full step (hypothesis draws about
     # half full on average): a list whose size is drawn apart from it cannot
     # lose a request while shrinking.
-    drawn = draw(st.lists(requests(limits, max_tokens), min_size=1, max_size=limits.max_requests,
-                          unique_by=canonical))
+    # Half the batches take the seed bugs' shape: a clip in every request, so
+    # that clips of different durations meet in one encoder call (a draw
+    # shrinks towards the other half).
+    ragged = "audio" in limits.modalities and draw(st.booleans())
+    drawn = draw(st.lists(requests(limits, max_tokens, with_clip=ragged), min_size=1,
+                          max_size=limits.max_requests, unique_by=canonical))
     for request in drawn:
         cost = request_tokens(request, limits)
         if cost > budget:

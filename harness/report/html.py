@@ -29,6 +29,7 @@ from harness.report.diff import diff_runs
 from harness.report.format import TRIAGE, has_detail, since_text
 from harness.report.jinja import ENV
 from harness.report.page_data import page_data, script_json
+from harness.report.soak_plot import soak_views
 from harness.report.summary import ORDER, summary_line
 from harness.results.history import Streak
 from harness.results.run import RunResults
@@ -54,6 +55,7 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
         fixed=[r for r in records if r.known_issue_fixed],
         chunked=[r for r in records if r.evidence.get("encoder_chunks")],
         fuzzed=sections.fuzz_views(records, out.parent),
+        soaked=soak_views(records),
         families=sorted({r.family for r in records}),
         articles=[(i, r.id, details[i]) for i, r in enumerate(records) if has_detail(r)],
         data=script_json(page_data(records, streaks, details)),

@@ -10,6 +10,7 @@ import contextlib
 
 import pytest
 
+from harness.checks import soak as soak_checks
 from harness.checks.budget_probe import check_encoder_chunk
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
@@ -406,6 +407,44 @@ class Check:
         """The run's engine still answers a trivial request."""
         self.read(run)
         check_alive(run.engine, after=after)
+
+    # --- a soak: harness/checks/soak.py over what harness/soak/drive.py left ---
+
+    def soak_answered(self, soak, run: Run) -> None:
+        """The soak ran its time, every request answered (a crash or a hang
+        that ended it fails with its cause). `run`: the soak as one run."""
+        self.read(run)
+        run.require()
+        self.note(soak_checks.check_answered(soak))
+
+    def soak_sample(self, soak, run: Run, settings) -> list[int]:
+        """The waves to judge against references: one per timeslice after the
+        warm-up (premise: there are some); noted in the record."""
+        self.read(run)
+        run.require()
+        waves = soak_checks.sampled_waves(soak, settings)
+        self.note({"sampled_waves": waves})
+        return waves
+
+    def no_leak(self, soak, run: Run, settings) -> None:
+        """No engine process's memory grew past the leak bound per 1,000
+        requests after the warm-up: the fit and its interval per process."""
+        self.read(run)
+        run.require()
+        self.note(soak_checks.check_no_leak(soak, settings))
+
+    def no_drift(self, soak, run: Run, settings) -> None:
+        """The last timeslice's median TTFT and TPOT within the drift bounds
+        of the first's."""
+        self.read(run)
+        run.require()
+        self.note(soak_checks.check_no_drift(soak, settings))
+
+    def goodput(self, soak, run: Run, settings) -> None:
+        """The share of requests within the tier's SLO is at least its goodput."""
+        self.read(run)
+        run.require()
+        self.note(soak_checks.check_goodput(soak, settings))
 
     def reloaded(self, run: Run, adapter) -> None:
         """The server that served `run` unloads the adapter's name and loads

@@ -10,6 +10,8 @@ engines, names the scenario and attaches what happened to the checks.
     hf_reference(workload)  HF transformers (+ peft for a request's adapter)
     concurrent(workload)  every request at once over HTTP (server engine)
     one(workload)         a single request over HTTP (server engine)
+    soak(mix, seconds)    waves of streamed requests over HTTP for a time
+                          budget (server engine; harness.soak.drive)
 
 Which engine computes a reference is decided here, in `each_alone` and
 `dequantized_reference`, and nowhere else.
@@ -33,6 +35,8 @@ from harness.engines.parallel import NotHostable, heads_divide, placement, tenso
 from harness.engines.pool import EnginePool, EngineSpec
 from harness.models import ModelEntry
 from harness.runner.run import EngineUse, Run, Sent
+from harness.soak.drive import Soak, drive
+from harness.soak.load import SoakMix
 from harness.workloads.chat import with_content_uuids, with_uuids
 from harness.workloads.request import Workload
 
@@ -174,6 +178,32 @@ class Runner:
         use = self._use("server", workload, engine_args, env=env)
         return Run.sent("one", workload, _sent(
             use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
+
+    def soak(self, mix: SoakMix, sampling: Sampling, seconds: float, *,
+             engine_args: dict | None = None) -> Soak:
+        """The mix's waves, each streamed at once, one after another for
+        `seconds` (harness.soak.drive). The soak's `run` holds every request
+        (its engine's facts, its memory); `wave_run(i)` one wave, to judge
+        against each_alone. An engine that never started leaves a soak of no
+        waves whose `run` raises the start-up failure."""
+        use = self._use("server", Workload("soak", ()), engine_args)
+        soak = drive(use.engine, mix, sampling, seconds) if use.engine is not None else Soak(seconds)
+        soak.use = use
+        return soak
+
+    @staticmethod
+    def soak_run(soak: Soak) -> Run:
+        """Every request of the soak as one run (its engine's facts and memory
+        go in a record from it; a start-up failure is raised from it)."""
+        requests = tuple(r for w in soak.waves for r in w.workload.requests)
+        return Run.sent("soak", Workload("soak", requests),
+                        Sent(soak.use, [o for w in soak.waves for o in w.outcomes]))
+
+    @staticmethod
+    def wave_run(soak: Soak, index: int) -> Run:
+        """One wave of the soak as a run, to judge against each_alone."""
+        wave = soak.waves[index]
+        return Run.sent("soak", wave.workload, Sent(soak.use, list(wave.outcomes)))
 
     # --- engines -------------------------------------------------------------
     def restart_crashed(self) -> int:

@@ -160,6 +160,46 @@ def _spin_request(module) -> None:
     cls.add_request, cls.schedule = add_request, schedule
 
 
+# What `keep-encoder-outputs` holds on to: every encoder output, for good,
+# each with KEPT_PER_ITEM bytes beside it: a few of a real model's outputs
+# (one image's, 256 tokens x 2048 wide in bfloat16, is 1 MiB), where a tiny
+# build's is a few KiB.
+_KEPT: list = []
+KEPT_PER_ITEM = 4 * 2**20
+# `slow-steps`: each step with work sleeps this much per second since the first:
+# growth in time, so the slowdown between two timeslices is their times' ratio.
+SLOW_STEP_S_PER_S = 4e-3
+
+
+def _keep_encoder_outputs(call, outputs):
+    """Each encoder call's outputs are kept alive after their request is
+    done (a reference held by mistake): host memory grows with every
+    request that carries media."""
+    import torch
+
+    _KEPT.append([(o.detach().clone(), torch.ones(KEPT_PER_ITEM, dtype=torch.uint8)) for o in outputs])
+    return outputs
+
+
+def _slow_steps(module) -> None:
+    """Every step that schedules work sleeps longer the longer the engine
+    has worked (SLOW_STEP_S_PER_S per second since its first such step): an
+    engine that slows down under sustained load."""
+    import time
+
+    cls = module.Scheduler
+    real = cls.schedule
+
+    def schedule(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        if out.total_num_scheduled_tokens:
+            first = self.__dict__.setdefault("_mmh_first_step", time.monotonic())
+            time.sleep((time.monotonic() - first) * SLOW_STEP_S_PER_S)
+        return out
+
+    cls.schedule = schedule
+
+
 def _reference_cache(module) -> None:
     cls = module.EngineArgs
     real = cls.create_engine_config
@@ -269,6 +309,8 @@ FAULTS = {
     "single-request-steps": _module_fault("vllm.v1.core.sched.scheduler", _single_request_steps),
     "stop-admitting": _module_fault("vllm.v1.core.sched.scheduler", _stop_admitting),
     "spin-request": _module_fault("vllm.v1.core.sched.scheduler", _spin_request),
+    "keep-encoder-outputs": _encoder_fault(after=_keep_encoder_outputs),
+    "slow-steps": _module_fault("vllm.v1.core.sched.scheduler", _slow_steps),
     # Caches back on, and media names (uuids) ignored: a reference is served
     # what an earlier request of the same media left behind.
     "reference-cache": _both(_module_fault("vllm.engine.arg_utils", _reference_cache),

@@ -1,0 +1,110 @@
+"""Driving a soak: waves of the mix's requests, streamed to the server one
+wave after another for the time budget, each wave released together. After
+each wave the resident memory of every engine process is read, so memory
+is a series over requests served. The first crash or hang ends the soak:
+what came before it is kept."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+from harness.engines.base import Sampling
+from harness.engines.outcomes import Completion, EngineCrashed, Result
+from harness.soak.latency import Timing
+from harness.soak.load import SoakMix
+from harness.workloads.request import Workload
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Wave:
+    index: int
+    workload: Workload
+    sent_s: float  # from the soak's start
+    outcomes: list[Result]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Resident memory per engine process (MiB) once `requests` were answered."""
+    requests: int
+    t_s: float
+    rss_mib: dict[str, float]
+
+
+@dataclass
+class Soak:
+    seconds: float  # the budget
+    waves: list[Wave] = field(default_factory=list)
+    readings: list[Reading] = field(default_factory=list)
+    stopped: EngineCrashed | None = None  # what ended it before its time
+    elapsed_s: float = 0.0
+    use: object = None  # the runner's EngineUse of the server (harness.runner)
+
+    @property
+    def requests(self) -> int:
+        return sum(len(w.outcomes) for w in self.waves)
+
+    def sampled(self, warmup_requests: int, slices: int) -> list[int]:
+        """The waves judged against references: after the warm-up, the first
+        wave sent in each of `slices` equal timeslices of the rest (fewer
+        where a slice sent none)."""
+        served, after = 0, []
+        for wave in self.waves:
+            if served >= warmup_requests:
+                after.append(wave)
+            served += len(wave.outcomes)
+        if not after:
+            return []
+        t0, t1 = after[0].sent_s, after[-1].sent_s + 1e-9
+        width = (t1 - t0) / slices
+        picked = {}
+        for wave in after:
+            picked.setdefault(min(slices - 1, int((wave.sent_s - t0) / width)), wave.index)
+        return sorted(picked.values())
+
+    def timings(self) -> list[Timing]:
+        out = []
+        for wave in self.waves:
+            for r in wave.outcomes:
+                ok = isinstance(r, Completion) and r.e2e_s is not None
+                out.append(Timing(sent_s=wave.sent_s, e2e_s=r.e2e_s if ok else 0.0,
+                                  ttft_s=r.ttft_s if ok else None,
+                                  tokens=len(r.token_ids) if ok else 0, ok=ok))
+        return out
+
+
+def process_rss(engine) -> dict[str, float]:
+    """MiB resident per live process of the engine, named as the engine
+    named them when it became ready (the leader: the API server)."""
+    out = {}
+    for pid, name in engine.proc.vital.items():
+        label = "api-server" if pid == engine.proc.pid else f"{name}[{pid}]"
+        try:
+            out[label] = engine.proc.seen.get(pid, psutil.Process(pid)).memory_info().rss / MIB
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def drive(engine, mix: SoakMix, sampling: Sampling, seconds: float) -> Soak:
+    """Waves until `seconds` have passed (a wave begun in time is finished)."""
+    soak = Soak(seconds=seconds)
+    start = time.monotonic()
+    served = 0
+    while time.monotonic() - start < seconds:
+        workload = mix.wave(len(soak.waves))
+        sent_s = time.monotonic() - start
+        outcomes = engine.chat_streamed([r.conversation for r in workload.requests], sampling)
+        soak.waves.append(Wave(len(soak.waves), workload, sent_s, outcomes))
+        served += len(outcomes)
+        crash = next((r for r in outcomes if isinstance(r, EngineCrashed)), None)
+        if crash is not None:
+            soak.stopped = crash
+            break
+        soak.readings.append(Reading(served, time.monotonic() - start, process_rss(engine)))
+    soak.elapsed_s = time.monotonic() - start
+    return soak

@@ -1,0 +1,77 @@
+"""Soak: sustained mixed multimodal load on the server for a time budget.
+
+The regressions a crash check never sees: EngineCore host memory grew
+about 1.7 GB per round of multimodal requests (vLLM #28726); vLLM's own
+leak test reuses two images, so its caches never churn; the same prompt
+with different images gave garbled answers under concurrency (#20261).
+
+Workload → run → checks. The load (harness.soak.load): waves of the tier's
+concurrency, streamed to the server one after another for --soak-seconds;
+in each wave a pair with the same prompt and different media, new media
+(the caches churn) and media repeated across waves (the caches hit),
+images and clips of mixed sizes and durations. The engine's multimodal
+processor cache is kept small for this family (models.toml), so that it
+fills during the warm-up and churns after it, instead of growing through
+the whole soak towards its 4 GiB default. The bounds are the tier's
+([tiers.<tier>.soak]).
+"""
+from __future__ import annotations
+
+import pytest
+
+from harness.engines.base import Sampling
+from harness.soak.load import SoakMix
+from harness.workloads import audio
+
+pytestmark = [pytest.mark.engine, pytest.mark.soak]
+
+# Fixed length with EOS ignored, so sampled answers compare position by position.
+SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
+
+
+# --- workload and run ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def soak(runner, soak_settings, soak_seconds):
+    """The waves, streamed to the model's server for the budget."""
+    longest = audio.max_audio_seconds(runner.model) if "audio" in runner.entry.modalities else 0.0
+    mix = SoakMix(soak_settings.concurrency, runner.entry.modalities, max_audio_s=longest or 6.0)
+    return runner.soak(mix, SAMPLING, soak_seconds)
+
+
+# --- checks ---------------------------------------------------------------------
+
+def test_soak_answered(runner, soak, check):
+    """The server took the load for the whole budget: no crash, no hang (a
+    request with no progress for the stall bound), every request answered."""
+    check.soak_answered(soak, runner.soak_run(soak))
+
+
+def test_soak_answers_match_references(runner, soak, soak_settings, check):
+    """After the warm-up, one wave per timeslice: each of its answers equals
+    the same request alone on the isolated reference engine, and the
+    comparator rejects the wave's other answers (power). The pair in each
+    wave has one prompt and two media items, so an answer that took the
+    other item's features is named as the other's."""
+    for index in check.soak_sample(soak, runner.soak_run(soak), soak_settings):
+        run = runner.wave_run(soak, index)
+        check.all_invariant(run, runner.each_alone(run.workload, SAMPLING))
+
+
+def test_soak_memory_flat(runner, soak, soak_settings, check):
+    """Each engine process's resident memory, fitted over the requests
+    served after the warm-up (Theil-Sen, 95 % interval): no process grows
+    by more than the leak bound per 1,000 requests."""
+    check.no_leak(soak, runner.soak_run(soak), soak_settings)
+
+
+def test_soak_latency_steady(runner, soak, soak_settings, check):
+    """The last timeslice's median TTFT and TPOT, as the client measured
+    them, within the drift bounds of the first timeslice's."""
+    check.no_drift(soak, runner.soak_run(soak), soak_settings)
+
+
+def test_soak_goodput(runner, soak, soak_settings, check):
+    """The share of requests within the tier's SLO (TTFT and TPOT) is at
+    least the tier's goodput."""
+    check.goodput(soak, runner.soak_run(soak), soak_settings)
