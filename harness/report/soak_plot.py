@@ -46,15 +46,17 @@ def soak_views(records: list[CheckRecord]) -> list[dict[str, Any]]:
     views = []
     for r in records:
         fits, series = r.evidence.get("fits"), r.evidence.get("series")
-        if isinstance(fits, dict) and isinstance(series, dict):
-            lines = {p: [(n / 1000, mib) for n, mib in s] for p, s in series.items()}
+        if isinstance(fits, dict) and isinstance(series, dict) and all(series.values()):
+            # Each process from its first reading: growth on one scale, whatever each one's size.
+            base = {p: s[0][1] for p, s in series.items()}
+            lines = {p: [(n / 1000, mib - base[p]) for n, mib in s] for p, s in series.items()}
             first = {p: next((x for x, _ in lines[p][f.get("skipped", 0):][:1]), 0.0) for p, f in fits.items()}
             views.append({"record": r, "kind": "memory", "rows": [
                 {"process": p, **{k: f.get(k) for k in ("verdict", "slope", "low", "high", "points", "skipped")},
                  "peak": f.get("peak")} for p, f in fits.items()],
                 "bound": r.evidence.get("leak_bound_mib_per_1k_requests"),
-                "chart": _chart(lines, {p: (f["intercept"], f["slope"], first[p]) for p, f in fits.items()},
-                                "thousands of requests answered", "MiB resident")})
+                "chart": _chart(lines, {p: (f["intercept"] - base[p], f["slope"], first[p]) for p, f in fits.items()},
+                                "thousands of requests answered", "MiB above the first reading")})
         slices = r.evidence.get("timeslices")
         if isinstance(slices, list) and slices:
             lines = {m: [(s["index"] + 1, s[m]) for s in slices if s.get(m) is not None]
