@@ -54,6 +54,9 @@ nightly: setup
 # workers halve the time even on 2 cores: 20.5 minutes instead of 38 on a
 # 2-core AVX2 host, at most 12.7 GiB in use. Each worker holds up to two
 # engines of about 3.9 GiB: mind the memory before raising it. 0: serial.
+# The longest files go first (tests/conftest.py orders them; xdist would
+# order them by their number of tests), and each worker's engines compute on
+# a core of their own.
 TEST_WORKERS ?= 2
 test: setup
 	HF_HUB_OFFLINE=1 $(PYTEST) tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(TEST_ARGS)
