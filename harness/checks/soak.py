@@ -88,13 +88,12 @@ def check_no_leak(soak: Soak, settings: SoakSettings) -> dict:
 
 
 def _slices(soak: Soak, settings: SoakSettings):
-    timings = soak.timings()
-    warm = next((w.sent_s for w in soak.waves
-                 if sum(len(v.outcomes) for v in soak.waves[:w.index]) >= settings.warmup_requests), None)
-    if warm is None or soak.elapsed_s <= warm:
+    waves = soak.after_warmup(settings.warmup_requests)
+    if not waves:
         raise CheckFailure(Cause.PREMISE, f"the soak served {soak.requests} requests: none after the warm-up "
                            f"of {settings.warmup_requests}, so there is no timeslice to compare")
-    after = [t for t in timings if t.sent_s >= warm]
+    warm = waves[0].sent_s
+    after = [t for t in soak.timings() if t.sent_s >= warm]
     last_sent = max(t.sent_s for t in after)
     return timeslices(after, warm, last_sent + 1e-9, settings.timeslices)
 

@@ -48,15 +48,20 @@ class Soak:
     def requests(self) -> int:
         return sum(len(w.outcomes) for w in self.waves)
 
-    def sampled(self, warmup_requests: int, slices: int) -> list[int]:
-        """The waves judged against references: after the warm-up, the first
-        wave sent in each of `slices` equal timeslices of the rest (fewer
-        where a slice sent none)."""
+    def after_warmup(self, warmup_requests: int) -> list[Wave]:
+        """The waves sent once `warmup_requests` had been sent before them."""
         served, after = 0, []
         for wave in self.waves:
             if served >= warmup_requests:
                 after.append(wave)
             served += len(wave.outcomes)
+        return after
+
+    def sampled(self, warmup_requests: int, slices: int) -> list[int]:
+        """The waves judged against references: after the warm-up, the first
+        wave sent in each of `slices` equal timeslices of the rest (fewer
+        where a slice sent none)."""
+        after = self.after_warmup(warmup_requests)
         if not after:
             return []
         t0, t1 = after[0].sent_s, after[-1].sent_s + 1e-9
