@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cache.cells import SELECTIONS as CACHE_CELLS
 from harness.fuzz.reproducers import read_spec
 from harness.fuzz import session as fuzz_session
 from harness.fuzz.session import FuzzSession
@@ -42,6 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--soak-seconds", type=float, default=SOAK_S, metavar="SECONDS",
                 help=f"seconds the soak family loads each model's server (default {SOAK_S:g}; "
                      "make nightly: SOAK_SECONDS)")
+    g.addoption("--cache-cells", choices=sorted(CACHE_CELLS), default="pairwise",
+                help="the cache-consistency cells to run: a pairwise subset (6 cells, make run) or the "
+                     "full matrix (24, make nightly)")
     g.addoption("--fuzz-replay", default=None, metavar="WORKLOAD_JSON",
                 help="replay a workload the fuzzer wrote (its workload.json) as a check of its own: "
                      "runs test_fuzz_replay, and only it, for the workload's model")
@@ -84,10 +88,14 @@ def parse_durations(text: str) -> list[float]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One `clip` parameter per ragged-audio duration (first in the ids, as
-    known-issue patterns expect)."""
+    known-issue patterns expect); one `cell` per cache-matrix cell run, each
+    with engines of its own (module scope)."""
     if "clip" in metafunc.fixturenames:
         n = len(metafunc.config.stash[AUDIO_DURATIONS])
         metafunc.parametrize("clip", range(n), ids=[f"clip{i}" for i in range(n)])
+    if "cell" in metafunc.fixturenames:
+        cells = CACHE_CELLS[metafunc.config.getoption("cache_cells")]
+        metafunc.parametrize("cell", cells, ids=[c.id for c in cells], scope="module")
 
 
 @pytest.fixture(scope="session")

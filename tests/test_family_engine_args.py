@@ -34,8 +34,8 @@ def _runner(entry, family) -> Runner:
 
 
 def test_the_families_are_the_scenario_modules():
-    assert scenario_families() == ["test_encoder_memory", "test_fuzz_multimodal", "test_quantized_load", "test_ragged_audio",
-                                   "test_soak", "test_vision_lora"]
+    assert scenario_families() == ["test_cache_consistency", "test_encoder_memory", "test_fuzz_multimodal",
+                                   "test_quantized_load", "test_ragged_audio", "test_soak", "test_vision_lora"]
 
 
 @pytest.mark.parametrize("family", scenario_families())

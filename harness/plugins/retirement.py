@@ -16,9 +16,10 @@ class LastCheck:
 
 
 # Module-scoped parameters besides the model whose values need engines of
-# their own: a family's TP sizes. Each value's engines are retired when its
-# checks are done, so a TP 2 engine never shares memory with TP 1's.
-ENGINE_PARAMS = ("tp",)
+# their own: a family's TP sizes, the cache matrix's cells. Each value's
+# engines are retired when its checks are done, so a TP 2 engine never
+# shares memory with TP 1's, nor one cell's server with the next's.
+ENGINE_PARAMS = ("tp", "cell")
 
 
 def _model(item: pytest.Item) -> str | None:

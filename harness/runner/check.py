@@ -12,6 +12,7 @@ import pytest
 
 from harness.checks import soak as soak_checks
 from harness.checks.budget_probe import check_encoder_chunk
+from harness.checks.caches import check_cell_caches
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
 from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
@@ -108,6 +109,15 @@ class Check:
             raise CheckFailure(Cause.PREMISE, f"the processor cache served {hits} of the run's {sent} media "
                                f"items ({len(lookups)} lookups observed): the cache this check judges was "
                                f"not used")
+
+    def caches_as_set(self, rounds: list[Run], cell) -> None:
+        """The premise of a cache-matrix cell, observed in its sequential
+        rounds (the last repeating the first): the engine ran the cell's
+        cache settings (harness/checks/caches.py)."""
+        for run in rounds:
+            self.completed(run)
+        media = sum(media_items(r.conversation) for r in rounds[0].workload.requests)
+        self.note(check_cell_caches(cell, rounds[0].labels, [(r.outcomes, r.observed) for r in rounds], media))
 
     def every_rank_stepped(self, run: Run, tp: int) -> None:
         """The premise of a TP check, observed: `tp` distinct worker processes

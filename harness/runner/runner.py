@@ -10,6 +10,8 @@ engines, names the scenario and attaches what happened to the checks.
     hf_reference(workload)  HF transformers (+ peft for a request's adapter)
     concurrent(workload)  every request at once over HTTP (server engine)
     one(workload)         a single request over HTTP (server engine)
+    rounds(workload)      the workload several times to one server, later rounds
+                          repeating what the caches hold (server engine)
     soak(mix, seconds)    waves of streamed requests over HTTP for a time
                           budget (server engine; harness.soak.drive)
 
@@ -178,6 +180,35 @@ class Runner:
         use = self._use("server", workload, engine_args, env=env)
         return Run.sent("one", workload, _sent(
             use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
+
+    def rounds(self, workload: Workload, sampling: Sampling, *, at_once: bool, rounds: int = 2,
+               engine_args: dict | None = None) -> list[Run]:
+        """The workload sent `rounds` times over HTTP to one server, its media
+        named by their content only, so each round after the first repeats
+        what the caches of the first hold: one request after another
+        (`at_once` False), or every round's requests at once. One run per
+        round, its observations those of its round (all rounds' at once)."""
+        use = self._use("server", workload, engine_args)
+        how = "concurrent" if at_once else "sequential"
+        runs = [lambda sent, r=r: Run.sent(f"{how} round {r + 1}", workload, sent) for r in range(rounds)]
+        if use.engine is None:
+            return [run(Sent(use)) for run in runs]
+        engine, convs, n = use.engine, _conversations(workload), len(workload.requests)
+        observations = getattr(engine, "observations", None)
+
+        def observed_since(offset: int) -> list[dict] | None:
+            return observations.since(offset) if observations else None
+        if at_once:
+            offset = observations.mark() if observations else 0
+            outcomes = engine.chat(convs * rounds, sampling)
+            seen = observed_since(offset)
+            return [run(Sent(use, outcomes[r * n:(r + 1) * n], seen)) for r, run in enumerate(runs)]
+        sent = []
+        for run in runs:
+            offset = observations.mark() if observations else 0
+            outcomes = [engine.chat([conv], sampling)[0] for conv in convs]
+            sent.append(run(Sent(use, outcomes, observed_since(offset))))
+        return sent
 
     def soak(self, mix: SoakMix, sampling: Sampling, seconds: float, *,
              engine_args: dict | None = None) -> Soak:

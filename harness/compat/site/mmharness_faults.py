@@ -200,6 +200,42 @@ def _slow_steps(module) -> None:
     cls.schedule = schedule
 
 
+# The processor caches that hand an item's data on, by module: the front
+# end's own (processor-only: two API servers, or no IPC), and the receiving
+# ends of the LRU (engine core) and shared-memory (worker) caches.
+DATA_CACHES = {"vllm.multimodal.cache.base": "MultiModalProcessorOnlyCache",
+               "vllm.multimodal.cache.lru": "LruKeyReplicatedReceiverCache",
+               "vllm.multimodal.cache.shm": "ShmObjectStoreReceiverCache"}
+
+
+def _item_size(item) -> tuple:
+    """What tells two processed items apart by size: their fields and bytes."""
+    from vllm.multimodal.cache.base import MultiModalCache
+
+    fields = getattr(item, "data", item)
+    return tuple(sorted(fields)) if hasattr(fields, "keys") else (), MultiModalCache.get_item_size(item)
+
+
+def _processor_cache_cross(module) -> None:
+    """The cache serves the first item it saw of a size for every later item
+    of that size, whatever its hash: one media item's features for another's."""
+    cls = getattr(module, DATA_CACHES[module.__name__])
+    real = cls.get_and_update_item
+
+    def get_and_update_item(self, mm_item, mm_hash):
+        out = real(self, mm_item, mm_hash)
+        item = out[0] if isinstance(out, tuple) else out
+        if item is None:
+            return out
+        firsts = self.__dict__.setdefault("_mmh_first_of_size", {})
+        first_hash, first = firsts.setdefault(_item_size(item), (mm_hash, item))
+        if first_hash == mm_hash:
+            return out
+        return (first, *out[1:]) if isinstance(out, tuple) else first
+
+    cls.get_and_update_item = get_and_update_item
+
+
 def _reference_cache(module) -> None:
     cls = module.EngineArgs
     real = cls.create_engine_config
@@ -316,6 +352,7 @@ FAULTS = {
     "reference-cache": _both(_module_fault("vllm.engine.arg_utils", _reference_cache),
                              _module_fault("vllm.renderers.chat_utils", _ignore_media_names)),
     "reject-8khz": _module_fault("vllm.multimodal.audio", _reject_8khz),
+    "processor-cache-cross": _both(*(_module_fault(m, _processor_cache_cross) for m in DATA_CACHES)),
     "vision-chunk-leak": _encoder_fault(on_model=_vision_chunk_leak),
     "chunk-from-total": _module_fault("vllm.model_executor.models.gemma4_mm", _chunk_from_total),
     "lora-ignore-vision-mlp": _module_fault("vllm.lora.model_manager", _lora_ignore_vision_mlp),

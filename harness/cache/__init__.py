@@ -1,0 +1,1 @@
+"""The cache-consistency matrix: its cells (settings) and its workload."""
