@@ -29,6 +29,7 @@ run: setup models
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 # make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
+# (every cell of the cache matrix: --cache-cells full)
 # The GPU tier on every GPU this machine shows (CUDA_VISIBLE_DEVICES narrows
 # it), with the scheduler: one pytest-xdist worker per GPU, each module's
 # checks kept on one worker (loadscope), each engine on GPUs leased from the
@@ -44,7 +45,7 @@ SOAK_SECONDS ?= 1800
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup
 	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
-		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --soak-seconds $(SOAK_SECONDS) \
+		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
 		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
