@@ -23,6 +23,8 @@ import re
 import statistics
 from typing import Iterable, Sequence
 
+from harness.cache.cells import CELL_ID
+
 # What an engine start costs on the CPU tier (30-40 s): the cost of a group
 # never measured, beside its checks.
 ENGINE_START_S = 35.0
@@ -112,14 +114,15 @@ def plan_fingerprint(groups: Iterable[Group], durations: dict[str, float], count
 def group_of_check_id(check_id: str, model_names: Iterable[str]) -> str:
     """A recorded check id's group key, for ids with no pytest item at hand
     (recorded durations, id lists): its module, the longest model name among
-    its parameters, and its TP size (`tpN`). The shard plugin groups items
-    by their parameters instead."""
+    its parameters, its TP size (`tpN`) and its cache-matrix cell. The
+    shard plugin groups items by their parameters instead."""
     module, _, rest = check_id.partition("::")
     params = rest[rest.index("[") + 1:-1] if rest.endswith("]") and "[" in rest else ""
     padded = f"-{params}-"
     model = max((m for m in model_names if f"-{m}-" in padded), key=len, default=None)
     tp = re.search(r"(?:^|-)tp(\d+)(?:-|$)", params)
-    return "::".join([module, str(model), *([tp.group(1)] if tp else [])])
+    cell = CELL_ID.search(params)
+    return "::".join([module, str(model), *([tp.group(1)] if tp else []), *([cell.group(0)] if cell else [])])
 
 
 def groups_of_check_ids(check_ids: Iterable[str], model_names: Iterable[str]) -> list[Group]:

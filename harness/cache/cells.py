@@ -13,6 +13,7 @@ subset (PAIRWISE): every two settings of two factors meet in some cell.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import combinations, product
 
@@ -42,6 +43,9 @@ class Cell:
         return (f"prefix-{'on' if self.prefix else 'off'}-{self.processor}-mbt-{self.batched}"
                 f"-api{self.api_servers}")
 
+    def __str__(self) -> str:  # the engine group key (harness.plugins.retirement) reads it
+        return self.id
+
     def engine_args(self, largest_item_tokens: int) -> dict:
         """The engine arguments that put an engine in this cell (over the
         family's). `largest_item_tokens`: the prompt tokens of the model's
@@ -70,6 +74,8 @@ PAIRWISE = (Cell(True, "lru", "default", 1), Cell(False, "lru", "near-largest", 
             Cell(True, "off", "default", 2), Cell(False, "off", "near-largest", 1))
 
 SELECTIONS = {"pairwise": PAIRWISE, "full": FULL}
+# A cell's id inside a check id's parameters.
+CELL_ID = re.compile(rf"prefix-(?:on|off)-(?:{'|'.join(PROCESSOR)})-mbt-(?:{'|'.join(BATCHED)})-api\d+")
 
 
 def uncovered_pairs(cells: tuple[Cell, ...]) -> list[tuple]:
