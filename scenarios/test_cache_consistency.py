@@ -34,8 +34,10 @@ SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 # --- workload and run ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def workload(runner):
+def workload(runner, upcoming):
     longest = audio.max_audio_seconds(runner.model) if runner.entry.has("audio") else 0.0
+    if upcoming.uses("references"):  # their engine starts beside the first cell's server
+        runner.start_ahead(reference=True)
     return cache_workload(runner.entry.modalities, longest)
 
 
@@ -46,8 +48,14 @@ def references(runner, workload):
 
 
 @pytest.fixture(scope="module")
-def cell_args(runner, cell):
-    return cell.engine_args(largest_item_tokens(audio.processor(runner.model), runner.entry.modalities))
+def cell_args(runner, cell, upcoming):
+    largest = largest_item_tokens(audio.processor(runner.model), runner.entry.modalities)
+    # Each cell is an engine start of about a minute, mostly one core's
+    # imports: the next cell's server starts beside this one's.
+    following = upcoming.after("cell", cell)
+    if following is not None:
+        runner.start_ahead(engine_args=following.engine_args(largest))
+    return cell.engine_args(largest)
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,7 @@ def on_card(runner, card, work):
     """The whole workload in one batch on the model's card, and each prompt
     alone on the reference engine."""
     args = card.engine_overrides()
+    runner.start_ahead(reference=True, engine_args=args)  # beside the batch engine's start
     return Paired(runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
                   runner.each_alone(work, SAMPLING, engine_args=args))
 

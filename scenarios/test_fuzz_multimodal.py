@@ -29,8 +29,12 @@ pytestmark = [pytest.mark.engine, pytest.mark.fuzz]
 
 
 @pytest.fixture(scope="module")
-def limits(runner, fuzz):
-    """What the model accepts: its matrix entry and its own processor."""
+def limits(runner, fuzz, upcoming):
+    """What the model accepts: its matrix entry and its own processor. The
+    batches' reference engine starts ahead, beside their engine (before the
+    budget's clock starts)."""
+    if upcoming.runs("test_fuzz_batches"):
+        runner.start_ahead(reference=True)
     return fuzz.limits(runner)
 
 

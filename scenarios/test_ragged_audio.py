@@ -25,6 +25,16 @@ EQUAL_DURATION_S = 3.0
 
 # --- workload and run ---------------------------------------------------------
 
+@pytest.fixture(scope="module", autouse=True)
+def engines_ahead(runner, upcoming):
+    """The references' engine and the server start ahead, beside the batch
+    engine: a start is about half a minute of one core."""
+    if upcoming.uses("batch") or upcoming.uses("load"):
+        runner.start_ahead(reference=True)
+    if upcoming.uses("load") or upcoming.uses("edge"):
+        runner.start_ahead("server")
+
+
 @pytest.fixture(scope="module", params=["ragged", "equal"])
 def batch(request, runner, audio_durations):
     """One batch in one generate call (offline engine), then each clip alone."""

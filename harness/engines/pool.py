@@ -18,12 +18,22 @@ engine that cannot get its GPUs first makes room by retiring this pool's
 other engines (their handles say `evicted`). A card's GPU is leased by the card
 (`card_lease`, `return_card`) and its engines run there one at a time. On
 the CPU tier the pool holds the engine turn while any of its engines is up.
+
+On the CPU tier a scenario that knows its next engine can have it started
+ahead (`start_ahead`): a start is mostly one core's imports, three Python
+processes one after another, so a second start beside the first (or beside a
+scenario's requests) costs little wall time. `get` then takes it over, and
+what was started ahead but never asked for is retired with `drop_ahead`.
+The GPU tier leases GPUs one start at a time, so nothing is started ahead
+there.
 """
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -104,6 +114,7 @@ class EngineStart:
     log: Path
     seconds: float | None = None  # None: it has just begun
     outcome: str | None = None    # "ready", "retrying: <reason>", "failed: <cause>"
+    ahead: bool = False           # started ahead of its first use (EnginePool.start_ahead)
 
 
 def _reusable(engine: Engine) -> bool:
@@ -140,6 +151,12 @@ class EnginePool:
         self._count = 0
         self._handed_out = 0
         self._interrupted = False
+        # Started ahead and not yet handed out: each start's future, and its
+        # engine once constructed (what an interrupt must stop).
+        self._ahead: dict[str, Future] = {}
+        self._ahead_engines: dict[str, Engine] = {}
+        # The log count and the engine turn are shared with the threads starting ahead.
+        self._lock = threading.Lock()
         # Told when each engine start begins and ends (progress lines).
         self.on_start: Callable[[EngineStart], None] = lambda start: None
 
@@ -158,12 +175,65 @@ class EnginePool:
             self._retire(self.handles.pop(spec.key), grace=0.2)
             handle = None
         if handle is None:
-            handle = self._start(spec, label, gpus, lease)
+            handle = self._take_ahead(spec.key) or self._start(spec, label, gpus, lease)
             self.handles[spec.key] = handle
         handle.served.append(label)
         self._handed_out += 1
         handle.last_handed_out = self._handed_out
         return handle
+
+    def start_ahead(self, spec: EngineSpec, *, label: str) -> bool:
+        """Begin starting an engine of `spec` in the background, for a later
+        `get` to take over (waiting for it when it is not ready yet). Only on
+        the CPU tier, and not when this spec is up or on its way already.
+        Returns whether a start began."""
+        if (spec.kind == "remote" or self.interpreter.tier == "gpu" or self._interrupted
+                or spec.key in self.handles or spec.key in self._ahead):
+            return False
+        future: Future = Future()
+
+        def start() -> None:
+            try:
+                handle = self._start(spec, label, 1, None, ahead=True)
+                if self._interrupted:  # it came up after the run was stopped: nothing of it may outlive the run
+                    handle.engine.close(grace=0.2)
+                    raise RuntimeError("the run was interrupted while this engine started ahead")
+                future.set_result(handle)
+            except BaseException as e:  # the failure is its taker's, raised by `get`
+                future.set_exception(e)
+        self._ahead[spec.key] = future
+        threading.Thread(target=start, name=f"start-ahead-{spec.name}", daemon=True).start()
+        return True
+
+    def _take_ahead(self, key: str) -> EngineHandle | None:
+        """The engine started ahead for this key once it is up; None when
+        there is none, or it died before it was asked for. A failed start
+        raises here, in the use that needed it."""
+        future = self._ahead.pop(key, None)
+        if future is None:
+            return None
+        try:
+            handle = future.result()
+        finally:
+            self._ahead_engines.pop(key, None)
+        if not _reusable(handle.engine):
+            self._retire(handle, grace=0.2)
+            self._settle(handle)
+            return None
+        return handle
+
+    def drop_ahead(self) -> None:
+        """Retire the engines started ahead that nobody asked for (their
+        checks were deselected or skipped), once their starts end."""
+        for key in list(self._ahead):
+            try:
+                handle = self._take_ahead(key)
+            except Exception:  # it served nothing; its log keeps the failure
+                continue
+            if handle is not None:
+                self._retire(handle)
+                self._settle(handle)
+        self._end_turn()
 
     def mark(self) -> int:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
@@ -190,38 +260,43 @@ class EnginePool:
         for handle in self.handles.values():
             handle.engine.settle()
 
-    def _start(self, spec: EngineSpec, label: str, gpus: int, lease: Lease | None) -> EngineHandle:
+    def _start(self, spec: EngineSpec, label: str, gpus: int, lease: Lease | None, *,
+               ahead: bool = False) -> EngineHandle:
         """Start an engine; a start-up failure of the infrastructure (a port
         race, memory not yet free) is tried once more, never anything else.
         Every failed start keeps its own log and is listed in `attempts`, of
         the handle or of the failure raised. A failed start gives its devices
         back (after its leak check) before the next one takes its own."""
         attempts: list[dict] = []
-        self._settle_give_ups()
+        if not ahead:  # (the handles are the main thread's)
+            self._settle_give_ups()
         while True:
-            self._count += 1
+            with self._lock:
+                self._count += 1
+                count = self._count
             kind, name = spec.kind, spec.name
-            log = self.logs_dir / f"{self.log_prefix}{self._count:02d}-{kind}-{slug(name, 80)}.log"
-            self.on_start(EngineStart(kind, name, log))
+            log = self.logs_dir / f"{self.log_prefix}{count:02d}-{kind}-{slug(name, 80)}.log"
+            self.on_start(EngineStart(kind, name, log, ahead=ahead))
             began = time.monotonic()
             try:
-                handle = self._start_once(spec, log, label, gpus, lease)
+                handle = self._start_once(spec, log, label, gpus, lease, ahead=ahead)
             except EngineStartupFailed as e:
                 retry = None if attempts else retry_for(e.crash)
                 attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
                                  "retried": retry.reason if retry else None, "log": str(log)})
                 outcome = f"retrying: {retry.reason}" if retry else f"failed: {e.crash.cause.value}"
-                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome))
+                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome, ahead))
                 if retry is None:
                     e.attempts = attempts
                     raise
                 time.sleep(retry.delay_s)
                 continue
-            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready"))
+            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready", ahead))
             handle.attempts = attempts
             return handle
 
-    def _start_once(self, spec: EngineSpec, log: Path, label: str, gpus: int, lease: Lease | None) -> EngineHandle:
+    def _start_once(self, spec: EngineSpec, log: Path, label: str, gpus: int, lease: Lease | None, *,
+                    ahead: bool = False) -> EngineHandle:
         if spec.kind == "remote":
             return EngineHandle(RemoteEngine(spec.model, name=spec.name, request_timeout=self.request_timeout).start())
         lease, owns = self._devices_for(label, gpus, lease)
@@ -230,6 +305,9 @@ class EnginePool:
                      env={**spec.env, **(lease.env() if lease else {})},
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
         engine.stall_s = self.stall_s
+        if ahead:
+            with self._lock:
+                self._ahead_engines[spec.key] = engine
         watch = (MemoryWatch(self.interpreter.tier, own_pids=tuple(self.own_pids), wait_s=self.leak_wait_s,
                              devices=lease.devices if lease else None) if self.watch_memory else None)
         if watch:
@@ -257,8 +335,9 @@ class EnginePool:
         if self.ledger is None:
             return None, True
         if self.interpreter.tier != "gpu":
-            if self._turn is None:
-                self._turn = self.ledger.acquire(1, f"engines of pid {os.getpid()}")
+            with self._lock:
+                if self._turn is None:
+                    self._turn = self.ledger.acquire(1, f"engines of pid {os.getpid()}")
             return None, True
         if lease is not None:  # one card, one engine on it: the one before goes
             for key in [k for k, e in self.handles.items() if e.lease == lease]:
@@ -299,8 +378,9 @@ class EnginePool:
             self._card_losses.setdefault(handle.lease, {}).update(lost)
 
     def _end_turn(self) -> None:
-        """CPU tier: the engine turn goes to another worker once none of ours is up."""
-        if self._turn is not None and not self.handles:
+        """CPU tier: the engine turn goes to another worker once none of ours
+        is up or on its way."""
+        if self._turn is not None and not self.handles and not self._ahead:
             self.ledger.release(self._turn)
             self._turn = None
 
@@ -344,6 +424,7 @@ class EnginePool:
         while a later engine B still runs. Returns survivors per engine log
         (must be empty)."""
         self._settle_give_ups()
+        self.drop_ahead()
         for handle in reversed(list(self.handles.values())):
             self._retire(handle)
         self.handles.clear()
@@ -355,7 +436,13 @@ class EnginePool:
     def interrupted(self, grace: float) -> None:
         """The run was interrupted: stop every engine now, with a short grace,
         and skip the leak checks (their waits would hold the user's Ctrl-C)."""
-        self._interrupted = True
+        with self._lock:
+            self._interrupted = True
+            starting = list(self._ahead_engines.values())
+        for engine in starting:  # their starts fail, and nobody takes them over
+            engine.close(grace=grace)
+        self._ahead_engines.clear()
+        self._ahead.clear()
         for handle in reversed(list(self.handles.values())):
             self._retire(handle, grace=grace)
         self.handles.clear()

@@ -124,6 +124,13 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
                   engine_pool, remote_url=state.engine_url, env=state.fault_env, on_engine=on_engine)
 
 
+@pytest.fixture(scope="module")
+def upcoming(request, model_entry) -> retirement.Upcoming:
+    """What this module's checks of this model take up, in the collected
+    order: the engines a scenario may start ahead (Runner.start_ahead)."""
+    return retirement.Upcoming(request.session.items, request.node.nodeid, model_entry.name)
+
+
 @pytest.fixture
 def check(request, check_record) -> Check:
     """This check's hand on its own record."""
@@ -163,6 +170,7 @@ def _retire_after(item: pytest.Item) -> None:
     if state.pool is None or ends is None:
         return
     if ends.module:
+        state.pool.drop_ahead()
         state.pool.release_since(state.module_mark)
         state.module_mark = state.pool.mark()
     elif ends.model:

@@ -55,7 +55,7 @@ class Progress:
             self.line(f"[{self.done}/{self.total}] {group[0].rsplit('.', 1)[-1]}{on}")
 
     def engine_start(self, start: EngineStart) -> None:
-        what = f"{start.kind} engine {start.name}"
+        what = f"{start.kind} engine {start.name}" + (" (started ahead)" if start.ahead else "")
         if start.seconds is None:
             self.line(f"starting {what} ({start.log.parent.name}/{start.log.name})")
         else:

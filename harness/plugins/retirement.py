@@ -63,3 +63,37 @@ def last_checks(items: list[pytest.Item]) -> dict[str, LastCheck]:
             ends[item.nodeid] = LastCheck(model=model)
         seen.add((module, group))
     return ends
+
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """What one module's checks of one model take up, read from the
+    collected order (after deselection and sharding): what a scenario may
+    start ahead."""
+    items: list
+    module: str
+    model: str | None
+
+    def _mine(self) -> list[pytest.Item]:
+        return [item for item in self.items
+                if item.nodeid.split("::", 1)[0] == self.module and _model(item) == self.model]
+
+    def uses(self, fixture: str) -> bool:
+        """Whether any of these checks asks for `fixture`."""
+        return any(fixture in getattr(item, "fixturenames", ()) for item in self._mine())
+
+    def runs(self, test: str) -> bool:
+        """Whether any of these checks is of the test function `test`."""
+        return any(getattr(item, "originalname", None) == test for item in self._mine())
+
+    def after(self, param: str, current):
+        """The value of an engine parameter (ENGINE_PARAMS) these checks take
+        up after `current`; None when `current` is the last."""
+        values: list = []
+        for item in self._mine():
+            params = getattr(item, "callspec", None) and item.callspec.params or {}
+            if param in params and (not values or values[-1] != params[param]):
+                values.append(params[param])
+        later = values[values.index(current) + 1:] if current in values else []
+        return later[0] if later else None

@@ -247,6 +247,26 @@ class Runner:
             del self._uses[key]
         return len(dead)
 
+    def start_ahead(self, kind: str = "server", *, engine_args: dict | None = None,
+                    reference: bool = False) -> None:
+        """Start now, in the background, the engine a later call with these
+        engine arguments opens (`reference`: the one each_alone opens), for a
+        scenario that knows its next engine while it runs the current one
+        (EnginePool.start_ahead: the CPU tier only). Nothing against a remote
+        server, a card's engine, or a TP size the run cannot host."""
+        if self.remote_url:
+            return
+        if reference:
+            kind, engine_args = "offline", {**(engine_args or {}), **REFERENCE_ARGS}
+        args = self.args_for(engine_args)
+        if self._card_lease(args):
+            return
+        try:
+            spec = self._spec(kind, args, {})
+        except NotHostable:
+            return
+        self.pool.start_ahead(spec, label=f"{self.family}[{self.entry.name}-ahead]")
+
     def use_label(self, workload: Workload, role: str = "") -> str:
         suffix = "".join(f"-{part}" for part in (workload.name, role) if part)
         return f"{self.family}[{self.entry.name}{suffix}]"
