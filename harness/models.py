@@ -21,7 +21,7 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "fuzz", "soak", "cache", "optional",
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "fuzz", "soak", "cache", "aborts", "optional",
             "per_family")
 LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
@@ -99,6 +99,8 @@ class ModelEntry:
     soak: bool = False
     # The cache matrix (scenarios/test_cache_consistency.py) runs for it.
     cache: bool = False
+    # The aborts-and-preemption family (scenarios/test_aborts_preemption.py) runs for it.
+    aborts: bool = False
     # Runs only when named with --model: too slow for the tier's default run.
     optional: bool = False
     # Engine arguments per scenario family: the matrix's [per_family.<family>]
@@ -208,7 +210,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                                f"(a list of adapter hub ids or paths; a list of TP sizes; the engine "
                                f"versions that serve it, as specifiers), "
                                f"got {lora!r}{moved}")
-    for flag in ("fuzz", "soak", "cache"):
+    for flag in ("fuzz", "soak", "cache", "aborts"):
         if not isinstance(raw.get(flag, False), bool):
             raise ModelMatrixError(f"{label}: {flag} must be true or false, got {raw[flag]!r}")
     own = _family_args(label, raw.get("per_family", {}), known)
@@ -220,6 +222,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                       card=card, build=dict(raw.get("build", {})),
                       lora=None if lora is None else dict(lora), fuzz=raw.get("fuzz", False),
                       soak=raw.get("soak", False), cache=raw.get("cache", False),
+                      aborts=raw.get("aborts", False),
                       optional=bool(raw.get("optional", False)),
                       per_family=per_family)
 

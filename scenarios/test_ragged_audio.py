@@ -26,21 +26,24 @@ EQUAL_DURATION_S = 3.0
 # --- workload and run ---------------------------------------------------------
 
 @pytest.fixture(scope="module", autouse=True)
-def engines_ahead(runner, upcoming):
-    """The references' engine and the server start ahead, beside the batch
-    engine: a start is about half a minute of one core."""
+def reference_ahead(runner, upcoming):
+    """The references' engine starts ahead, beside the batch engine (a
+    start is mostly one core's: two at once on two cores cost little more
+    than one, three cost nearly as much as three)."""
     if upcoming.uses("batch") or upcoming.uses("load"):
         runner.start_ahead(reference=True)
-    if upcoming.uses("load") or upcoming.uses("edge"):
-        runner.start_ahead("server")
 
 
 @pytest.fixture(scope="module", params=["ragged", "equal"])
-def batch(request, runner, audio_durations):
-    """One batch in one generate call (offline engine), then each clip alone."""
+def batch(request, runner, audio_durations, upcoming):
+    """One batch in one generate call (offline engine), then each clip
+    alone. The server starts ahead once the batch engine is up."""
     durations = audio_durations if request.param == "ragged" else [EQUAL_DURATION_S] * len(audio_durations)
     work = audio.clip_workload(request.param, durations)
-    return Paired(runner.batch(work, SAMPLING), runner.each_alone(work, SAMPLING))
+    sent = runner.batch(work, SAMPLING)
+    if upcoming.uses("load") or upcoming.uses("edge"):
+        runner.start_ahead("server")
+    return Paired(sent, runner.each_alone(work, SAMPLING))
 
 
 @pytest.fixture(scope="module", params=["normal", pytest.param("stress", marks=pytest.mark.stress)])

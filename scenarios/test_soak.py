@@ -32,10 +32,17 @@ SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
 # --- workload and run ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def soak(runner, soak_settings, soak_seconds):
-    """The waves, streamed to the model's server for the budget."""
+def soak(runner, soak_settings, soak_seconds, upcoming):
+    """The waves, streamed to the model's server for the budget. The
+    references' engine starts beside the server, and both are up before
+    the first wave: no start may share the machine with the soak it times
+    (an engine at rest waits on a socket, costing no CPU)."""
     longest = audio.max_audio_seconds(runner.model) if "audio" in runner.entry.modalities else 0.0
     mix = SoakMix(soak_settings.concurrency, runner.entry.modalities, max_audio_s=longest or 6.0)
+    if upcoming.runs("test_soak_answers_match_references"):
+        runner.start_ahead(reference=True)
+        runner.start_ahead("server")
+        runner.wait_ahead()
     return runner.soak(mix, SAMPLING, soak_seconds)
 
 

@@ -71,7 +71,7 @@ def test_every_hook_is_in_the_table_with_its_kind():
 
 def test_every_way_to_run_is_in_the_runner_table():
     listed = {n for row in table_after("The runner") for n in names(row[0])}
-    ways = {"batch", "each_alone", "concurrent", "one", "soak", "rounds", "hf_reference",
+    ways = {"batch", "each_alone", "concurrent", "one", "soak", "rounds", "abandoning", "hf_reference",
             "dequantized_reference"}
     assert listed == ways and ways <= public_methods(Runner)
 

@@ -108,3 +108,14 @@ def test_nothing_starts_ahead_on_the_gpu_tier(tmp_path):
     pool = EnginePool(SimpleNamespace(python="/x/bin/python", tier="gpu"), tmp_path, watch_memory=False)
     assert not pool.start_ahead(spec(pool), label="s[tiny-ahead]")
     assert pool._ahead == {}
+
+
+def test_wait_ahead_returns_once_every_start_has_ended(pool):
+    pool.start_ahead(spec(pool), label="s[tiny-ahead]")
+    pool.start_ahead(spec(pool, "broken"), label="s[tiny-ahead]")
+    threading.Timer(0.2, GatedEngine.gate.set).start()
+    pool.wait_ahead()  # the failure is not raised here, but by the get that takes it over
+    assert sorted(e.model for e in GatedEngine.made) == ["broken", "m"] and GatedEngine.made[0].started_in
+    assert all(e.ready or e.model == "broken" for e in GatedEngine.made)
+    with pytest.raises(EngineStartupFailed):
+        pool.get(spec(pool, "broken"), label="s[tiny]")

@@ -23,8 +23,10 @@ BEFORE = {
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.
-# The soak family (added since) keeps the processor cache small on every entry.
+# The soak family (added since) keeps the processor cache small on every entry;
+# the aborts-and-preemption family cuts tiny-gemma4's KV cache short.
 ADDED_SINCE = {("tiny-gemma4", "test_fuzz_multimodal"): {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2},
+               ("tiny-gemma4", "test_aborts_preemption"): {"num_gpu_blocks_override": 8, "max_model_len": 512},
                **{(e, "test_soak"): {"mm_processor_cache_gb": 0.005} for e in BEFORE}}
 
 
@@ -34,7 +36,7 @@ def _runner(entry, family) -> Runner:
 
 
 def test_the_families_are_the_scenario_modules():
-    assert scenario_families() == ["test_cache_consistency", "test_encoder_memory", "test_fuzz_multimodal",
+    assert scenario_families() == ["test_aborts_preemption", "test_cache_consistency", "test_encoder_memory", "test_fuzz_multimodal",
                                    "test_quantized_load", "test_ragged_audio", "test_soak", "test_vision_lora"]
 
 

@@ -255,6 +255,22 @@ SHOWN_TO_FAIL = {
         "tests/test_scenario_cache.py::test_a_cache_serving_another_items_features_fails_both_orders_with_mismatch"],
     "test_cache_consistency.py::test_alive_after_cell": [
         "tests/test_checks.py::test_a_dead_engine_fails_with_its_crash_cause_without_being_asked"],
+    "test_aborts_preemption.py::test_preempted_and_resumed": [
+        "tests/test_aborts_checks.py::test_a_run_that_preempted_nothing_judges_no_resumed_request",
+        "tests/test_aborts_checks.py::test_a_preempted_request_must_be_seen_to_finish"],
+    "test_aborts_preemption.py::test_preempted_answers_match_references": [
+        "tests/test_scenario_aborts.py::test_a_resumed_request_that_repeats_a_token_fails_with_mismatch"],
+    "test_aborts_preemption.py::test_clients_gone_were_aborted": [
+        "tests/test_aborts_checks.py::test_as_many_aborts_as_clients_gone"],
+    "test_aborts_preemption.py::test_aborted_requests_freed_their_memory": [
+        "tests/test_scenario_aborts.py::test_an_aborted_request_that_keeps_its_blocks_is_a_leak",
+        "tests/test_aborts_checks.py::test_blocks_or_slots_still_held_when_idle_are_a_leak"],
+    "test_aborts_preemption.py::test_answers_beside_aborts_match_references": [
+        "tests/test_scenario_aborts.py::test_a_resumed_request_that_repeats_a_token_fails_with_mismatch"],
+    "test_aborts_preemption.py::test_later_answers_match_references": [
+        "tests/test_scenario_aborts.py::test_a_resumed_request_that_repeats_a_token_fails_with_mismatch"],
+    "test_aborts_preemption.py::test_alive_after_aborts": [
+        "tests/test_checks.py::test_a_dead_engine_fails_with_its_crash_cause_without_being_asked"],
     "test_soak.py::test_soak_answered": [
         "tests/test_soak_checks.py::test_a_crash_fails_every_check_with_its_cause",
         "tests/test_soak_checks.py::test_an_unanswered_request_fails_with_its_status"],

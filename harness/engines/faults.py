@@ -18,7 +18,7 @@ FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "reference-cache", "reject-8khz", "chunk-from-total",
                "vision-chunk-leak", "lora-ignore-vision-mlp", "media-cross", "base-under-adapter",
                "stop-admitting", "spin-request", "keep-encoder-outputs", "slow-steps",
-               "processor-cache-cross")
+               "processor-cache-cross", "abort-keeps-a-block", "resume-repeats-token")
 
 
 # How long the kill waits for the batch to be seen in one step.

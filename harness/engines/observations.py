@@ -37,6 +37,7 @@ shim does not know); premises then skip with that reason.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from harness.files import read_json_lines
@@ -84,3 +85,18 @@ class Observations:
             data = f.read()
         complete = data[:data.rfind(b"\n") + 1]
         return [event for _, event in read_json_lines(complete).values], offset + len(complete)
+
+    def wait_idle(self, offset: int, timeout_s: float) -> bool:
+        """Wait, up to `timeout_s`, until the scheduler says (a `held` event
+        after `offset`) that it runs and waits for nothing: a server aborts
+        a request only after its client went away. False when it did not
+        within the bound, or is not observed."""
+        deadline = time.monotonic() + timeout_s
+        while self.available:
+            held = [e for e in self.read(offset)[0] if e.get("event") == "held"]
+            if held and held[-1].get("running") == 0 and held[-1].get("waiting") == 0:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return False

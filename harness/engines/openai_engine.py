@@ -17,7 +17,7 @@ import openai
 
 from harness.checks.verdicts import Cause
 from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
-from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, Result
+from harness.engines.outcomes import ABANDONED, Completion, EngineCrashed, Rejected, RequestTimedOut, Result
 
 # How long a 5xx waits to see whether the engine behind it is dying.
 DEATH_AFTER_5XX_S = 1.0
@@ -155,9 +155,12 @@ class OpenAIEngine(Engine):
                           finish_reason=choice.finish_reason)
 
     def _one_streamed(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
-                      request_id: str) -> Result:
+                      request_id: str, abandon_after: int | None = None) -> Result:
         """As `_one`, streamed: the answer as its chunks add up, with the
-        seconds to the first token and to the last as this client saw them."""
+        seconds to the first token and to the last as this client saw them.
+        `abandon_after`: the client closes the stream once it has that many
+        tokens (a client that went away): finish reason ABANDONED, with what
+        it had received."""
         go.wait()
         sent = time.monotonic()
         text, token_ids, logprobs = [], [], []
@@ -178,6 +181,10 @@ class OpenAIEngine(Engine):
                                   if _token_id(t.token) is not None} for c in content]
                     text.append(choice.delta.content or "")
                     finish = choice.finish_reason or finish
+                if abandon_after is not None and len(token_ids) >= abandon_after and finish is None:
+                    stream.close()  # the connection goes: the server sees the client leave
+                    finish = ABANDONED
+                    break
         except openai.APIStatusError as e:
             return Rejected(status=e.status_code, message=str(e.message)[:2000])
         except openai.APITimeoutError:
@@ -205,8 +212,18 @@ class OpenAIEngine(Engine):
         seconds to its first token and to its last (`ttft_s`, `e2e_s`)."""
         return self._fire(conversations, sampling, adapters, self._one_streamed)
 
-    def _fire(self, conversations, sampling: Sampling, adapters: Adapters, one) -> list[Result]:
-        """Every conversation at once, through `one`, each bounded and watched."""
+    def chat_abandoning(self, conversations, sampling: Sampling, abandon_after: list[int | None]) -> list[Result]:
+        """As `chat_streamed`, every request at once, request i's client going
+        away once it has `abandon_after[i]` tokens (None: it stays to the end).
+        An abandoned request's Completion has finish reason ABANDONED and the
+        tokens its client received."""
+        return self._fire(conversations, sampling, None, self._one_streamed,
+                          per_request=[{"abandon_after": n} for n in abandon_after])
+
+    def _fire(self, conversations, sampling: Sampling, adapters: Adapters, one,
+              per_request: list[dict] | None = None) -> list[Result]:
+        """Every conversation at once, through `one` (given request i's
+        `per_request[i]` besides), each bounded and watched."""
         n = len(conversations)
         adapters = per_conversation(adapters, n)
         if self.crashed:
@@ -219,7 +236,8 @@ class OpenAIEngine(Engine):
         ids = [f"mmh-{uuid.uuid4().hex[:12]}" for _ in range(n)]
         watch = self._watch()
         pool = ThreadPoolExecutor(max_workers=n)
-        futures = {pool.submit(one, client, c, sampling, m, go, rid): i
+        extra = per_request or [{}] * n
+        futures = {pool.submit(one, client, c, sampling, m, go, rid, **extra[i]): i
                    for i, (c, m, rid) in enumerate(zip(conversations, models, ids))}
         if watch is not None:
             watch.expect(ids)

@@ -5,6 +5,10 @@ from dataclasses import asdict, dataclass, field
 
 from harness.checks.verdicts import AnyCause, Cause
 
+# A Completion's finish reason when its client went away before the end
+# (OpenAIEngine.chat_abandoning): its tokens are those the client received.
+ABANDONED = "abandoned"
+
 
 @dataclass
 class Completion:

@@ -205,6 +205,13 @@ class EnginePool:
         threading.Thread(target=start, name=f"start-ahead-{spec.name}", daemon=True).start()
         return True
 
+    def wait_ahead(self) -> None:
+        """Wait until every start begun ahead has ended, ready or failed (a
+        failure is raised later, by the `get` that takes it over): for a
+        scenario whose timings another start must not disturb."""
+        for future in list(self._ahead.values()):
+            future.exception()
+
     def _take_ahead(self, key: str) -> EngineHandle | None:
         """The engine started ahead for this key once it is up; None when
         there is none, or it died before it was asked for. A failed start

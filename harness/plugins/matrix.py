@@ -3,7 +3,7 @@
 - Options: `--tier`, `--models-file`, `--model`, `--engine-python`,
   `--engine-kernels`, checked at configure time, before any engine starts.
 - `model_entry`: parametrized over the tier's selected entries (filter with
-  `@pytest.mark.modality("audio")`, `quantized`, `lora`, `fuzz`, `soak`, `cache`), module scope so a
+  `@pytest.mark.modality("audio")`, `quantized`, `lora`, `fuzz`, `soak`, `cache`, `aborts`), module scope so a
   family shares engines.
 - Fixtures `engine_interpreter` and `model_paths` (tiny builds made by the
   engine's own interpreter).
@@ -56,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fuzz: run only for entries with `fuzz = true` in the matrix")
     config.addinivalue_line("markers", "soak: run only for entries with `soak = true` in the matrix")
     config.addinivalue_line("markers", "cache: run only for entries with `cache = true` in the matrix")
+    config.addinivalue_line("markers", "aborts: run only for entries with `aborts = true` in the matrix")
     tier = config.getoption("tier")
     try:
         config.stash[MATRIX] = Matrix(
@@ -86,8 +87,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("modality")
     quantized = metafunc.definition.get_closest_marker("quantized") is not None
     lora = metafunc.definition.get_closest_marker("lora") is not None
-    # The fuzz, soak and cache families run for the entries that say so (`fuzz = true`, ...).
-    flags = [f for f in ("fuzz", "soak", "cache") if metafunc.definition.get_closest_marker(f) is not None]
+    # The fuzz, soak, cache and aborts families run for the entries that say so (`fuzz = true`, ...).
+    flags = [f for f in ("fuzz", "soak", "cache", "aborts") if metafunc.definition.get_closest_marker(f) is not None]
     entries = [e for e in metafunc.config.stash[MATRIX].models if (marker is None or e.has(marker.args[0]))
                and (e.quantized or not quantized) and (e.lora is not None or not lora)
                and all(getattr(e, f) for f in flags)]

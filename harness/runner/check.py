@@ -11,6 +11,7 @@ import contextlib
 import pytest
 
 from harness.checks import soak as soak_checks
+from harness.checks.aborts import check_aborted, check_freed, check_preempted
 from harness.checks.budget_probe import check_encoder_chunk
 from harness.checks.caches import check_cell_caches
 from harness.checks.comparators import compare_greedy
@@ -250,11 +251,13 @@ class Check:
         self.record.outputs = {run.how: got.to_dict(), reference.how: ref.to_dict()}
         self._held(run, reference, label, wrong=wrong)
 
-    def all_invariant(self, run: Run, reference: Run, *, wrong: dict[str, dict] | None = None) -> None:
+    def all_invariant(self, run: Run, reference: Run, *, wrong: dict[str, dict] | None = None,
+                      labels: list[str] | None = None) -> None:
         """Every request's output in `run` equals its output in `reference`
-        (`wrong`: per label, wrong answers besides the other references)."""
+        (`wrong`: per label, wrong answers besides the other references;
+        `labels`: only these requests)."""
         self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
-        for label in run.labels:
+        for label in labels if labels is not None else run.labels:
             self.isolated(reference, label)
             self._held(run, reference, label, wrong=(wrong or {}).get(label))
 
@@ -412,6 +415,26 @@ class Check:
                                      "other_failures": [{"cause": f.cause, "evidence": _outcome(f),
                                                          "message": f"shrunk to {shape(f.spec)}: {f.message}"}
                                                         for f in others]})
+
+    # --- aborts and preemption: harness/checks/aborts.py over what the scheduler observed ---
+
+    def preempted_and_resumed(self, run: Run) -> None:
+        """Premise of a preemption check, observed: every request answered,
+        and the scheduler preempted some of them and resumed and finished
+        each one."""
+        self.completed(run)
+        self.note({"preemption": check_preempted(self._observed(run))})
+
+    def aborted(self, run: Run, abandoned: int) -> None:
+        """Premise of an abort check, observed: the scheduler aborted as many
+        requests as clients went away mid-stream."""
+        self.completed(run)
+        self.note({"aborts": check_aborted(self._observed(run), abandoned)})
+
+    def freed(self, run: Run) -> None:
+        """Once the scheduler is idle after the run, its requests hold no KV
+        block and no encoder-cache slot (`leak` otherwise)."""
+        self.note({"memory_freed": check_freed(self._observed(run))})
 
     def alive(self, run: Run, *, after: str) -> None:
         """The run's engine still answers a trivial request."""

@@ -44,6 +44,8 @@ from harness.workloads.request import Workload
 
 # A reference engine keeps nothing from one request for the next.
 REFERENCE_ARGS = {"enable_prefix_caching": False, "mm_processor_cache_gb": 0}
+# How long a server may take to abort the requests whose clients went away.
+IDLE_WAIT_S = 30.0
 
 
 class Runner:
@@ -181,6 +183,22 @@ class Runner:
         return Run.sent("one", workload, _sent(
             use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
 
+    def abandoning(self, workload: Workload, sampling: Sampling, abandon_after: list[int | None], *,
+                   engine_args: dict | None = None) -> Run:
+        """Every request at once over HTTP, streamed, request i's client going
+        away once it has `abandon_after[i]` tokens (None: it stays to the
+        end). Its observations run until the scheduler is idle again (up to
+        IDLE_WAIT_S), so that they hold the aborts the server made after its
+        clients left, and what the requests still held then."""
+        use = self._use("server", workload, engine_args)
+
+        def send(engine):
+            offset = engine.observations.mark()
+            outcomes = engine.chat_abandoning(_conversations(workload), sampling, abandon_after)
+            engine.observations.wait_idle(offset, IDLE_WAIT_S)
+            return outcomes
+        return Run.sent("abandoning", workload, _sent(use, workload, send, sampling))
+
     def rounds(self, workload: Workload, sampling: Sampling, *, at_once: bool, rounds: int = 2,
                engine_args: dict | None = None) -> list[Run]:
         """The workload sent `rounds` times over HTTP to one server, its media
@@ -266,6 +284,10 @@ class Runner:
         except NotHostable:
             return
         self.pool.start_ahead(spec, label=f"{self.family}[{self.entry.name}-ahead]")
+
+    def wait_ahead(self) -> None:
+        """Wait until the engines started ahead are up (or failed)."""
+        self.pool.wait_ahead()
 
     def use_label(self, workload: Workload, role: str = "") -> str:
         suffix = "".join(f"-{part}" for part in (workload.name, role) if part)

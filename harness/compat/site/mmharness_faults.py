@@ -200,6 +200,46 @@ def _slow_steps(module) -> None:
     cls.schedule = schedule
 
 
+def _abort_keeps_a_block(module) -> None:
+    """The first request the scheduler aborts (its client went away) keeps
+    one of its KV blocks: a reference taken and never dropped, so the block
+    never goes back to the pool. One block, not all: on a short KV cache
+    the rest still serve later requests, which a whole request's blocks
+    kept would starve."""
+    cls = module.Scheduler
+    real = cls.finish_requests
+
+    def finish_requests(self, request_ids, finished_status):
+        if "ABORTED" in str(finished_status) and not self.__dict__.get("_mmh_kept"):
+            ids = [request_ids] if isinstance(request_ids, str) else list(request_ids or ())
+            for rid in ids:
+                if rid not in self.requests:
+                    continue
+                held = [b for group in self.kv_cache_manager.get_blocks(rid).blocks for b in group if not b.is_null]
+                if held:
+                    held[0].ref_cnt += 1
+                    self._mmh_kept = True
+                    break
+        return real(self, request_ids, finished_status)
+
+    cls.finish_requests = finish_requests
+
+
+def _resume_repeats_token(module) -> None:
+    """A preempted request forgets its last output token: resumed, it
+    computes that token again, and its client receives it twice."""
+    cls = module.Scheduler
+    real = cls._preempt_request
+
+    def _preempt_request(self, request, *args, **kwargs):
+        if request._output_token_ids:
+            request._output_token_ids.pop()
+            request._all_token_ids.pop()
+        return real(self, request, *args, **kwargs)
+
+    cls._preempt_request = _preempt_request
+
+
 # The processor caches that hand an item's data on, by module: the front
 # end's own (processor-only: two API servers, or no IPC), and the receiving
 # ends of the LRU (engine core) and shared-memory (worker) caches.
@@ -347,6 +387,8 @@ FAULTS = {
     "spin-request": _module_fault("vllm.v1.core.sched.scheduler", _spin_request),
     "keep-encoder-outputs": _encoder_fault(after=_keep_encoder_outputs),
     "slow-steps": _module_fault("vllm.v1.core.sched.scheduler", _slow_steps),
+    "abort-keeps-a-block": _module_fault("vllm.v1.core.sched.scheduler", _abort_keeps_a_block),
+    "resume-repeats-token": _module_fault("vllm.v1.core.sched.scheduler", _resume_repeats_token),
     # Caches back on, and media names (uuids) ignored: a reference is served
     # what an earlier request of the same media left behind.
     "reference-cache": _both(_module_fault("vllm.engine.arg_utils", _reference_cache),

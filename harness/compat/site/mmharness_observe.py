@@ -9,6 +9,11 @@ format of harness/engines/observations.py:
   lora_modules - the layers the LoRA model manager wrapped, once per worker;
   mm_cache - one lookup of a media item in the multimodal processor cache
              (the front end's side): its hash, and whether it was a hit;
+  held     - what the scheduler's requests hold, each time it changes: KV
+             blocks free of the pool's, encoder-cache slots free of its
+             size, requests running and waiting;
+  preempted - a running request the scheduler preempted (to be resumed);
+  aborted  - the requests the scheduler aborted (a client went away);
   memory_info, encoder_chunk, vision_chunk - encoder memory (mmharness_memory).
 Several processes write the same file: each line is one O_APPEND write.
 """
@@ -148,11 +153,55 @@ def _patch_mm_caches(module) -> None:
         cls.get_and_update_item = get_and_update_item
 
 
+def _held(scheduler) -> None:
+    """The `held` event, when what the requests hold changed since the last."""
+    pool = scheduler.kv_cache_manager.block_pool
+    encoder = scheduler.encoder_cache_manager
+    state = {"free_blocks": int(pool.get_num_free_blocks()), "blocks": int(pool.num_gpu_blocks) - 1,  # less the null block
+             "encoder_free": getattr(encoder, "num_freeable_slots", None),
+             "encoder_slots": getattr(encoder, "cache_size", None),
+             "running": len(scheduler.running), "waiting": len(scheduler.waiting)}
+    if scheduler.__dict__.get("_mmh_held") != state:
+        scheduler.__dict__["_mmh_held"] = state
+        emit("held", **state)
+
+
+def _patch_scheduler(module) -> None:
+    cls = module.Scheduler
+    for name in ("schedule", "update_from_output"):  # what is held once a step is planned, and once it is done
+        real = getattr(cls, name)
+
+        def after(self, *args, _real=real, **kwargs):
+            out = _real(self, *args, **kwargs)
+            _held(self)
+            return out
+        setattr(cls, name, after)
+
+    real_preempt = cls._preempt_request
+
+    def _preempt_request(self, request, *args, **kwargs):
+        emit("preempted", request=str(request.request_id), computed=int(request.num_computed_tokens),
+             output_tokens=int(request.num_output_tokens))
+        return real_preempt(self, request, *args, **kwargs)
+    cls._preempt_request = _preempt_request
+
+    real_finish = cls.finish_requests
+
+    def finish_requests(self, request_ids, finished_status):
+        out = real_finish(self, request_ids, finished_status)
+        if out and "ABORTED" in str(finished_status):
+            emit("aborted", requests=sorted(str(r.request_id) for r in out))
+        _held(self)
+        return out
+    cls.finish_requests = finish_requests
+
+
 def install() -> None:
     """Arm the observer if MMHARNESS_OBSERVE is set; otherwise do nothing."""
     if not os.environ.get(ENV):
         return
     mmharness_importhook.after_import(mmharness_encoder.RUNNER_MODULE, _patch_runner)
+    mmharness_importhook.after_import("vllm.v1.core.sched.scheduler", _patch_scheduler)
     mmharness_importhook.after_import("vllm.lora.worker_manager", _patch_lora_worker)
     mmharness_importhook.after_import("vllm.lora.model_manager", _patch_lora_manager)
     for module in MM_CACHES:

@@ -1,0 +1,113 @@
+"""Aborts and preemption: multimodal requests that end early or are pushed
+out, and what they leave behind.
+
+What maintainers test by hand: clients that disconnect mid-stream on
+multimodal requests, and a KV cache so short that multimodal requests are
+preempted and resumed. The engine must stay healthy, answer later requests
+as if nothing had happened, and give back the memory the aborted requests
+held.
+
+Workload → run → checks. The workload (harness.workloads.pressure): two
+images and two clips, each request with media of its own. One server per
+model, its KV cache cut to a few requests' worth (models.toml
+[per_family.test_aborts_preemption]), is sent the workload three times:
+all at once (the scheduler must preempt some), all at once with every
+other client going away after a few tokens, and all at once again. The
+references are the same requests alone on the isolated reference engine.
+"""
+from __future__ import annotations
+
+import pytest
+
+from harness.engines.base import Sampling
+from harness.workloads.pressure import abandon_plan, pressure_workload
+
+pytestmark = [pytest.mark.engine, pytest.mark.aborts]
+
+# Fixed length with EOS ignored, so answers compare position by position.
+# Long enough that every request grows into another KV block while others
+# hold the rest (a CPU block is 128 tokens; the prompts are 134-217), and
+# that a client who leaves after a few tokens leaves long before the end.
+SAMPLING = Sampling(max_tokens=128, ignore_eos=True, logprobs=5)
+
+
+# --- workload and runs ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def workload(runner, upcoming):
+    if upcoming.uses("references"):  # their engine starts beside the server
+        runner.start_ahead(reference=True)
+    return pressure_workload(runner.entry.modalities)
+
+
+@pytest.fixture(scope="module")
+def references(runner, workload):
+    """Each request alone on the reference engine."""
+    return runner.each_alone(workload, SAMPLING)
+
+
+@pytest.fixture(scope="module")
+def pressed(runner, workload):
+    """Every request at once: more than the KV cache holds."""
+    return runner.concurrent(workload, SAMPLING)
+
+
+@pytest.fixture(scope="module")
+def plan(workload) -> list[int | None]:
+    return abandon_plan(workload)
+
+
+@pytest.fixture(scope="module")
+def abandoned(runner, workload, plan, pressed):
+    """Then every request at once again, every other client going away
+    after a few tokens; observed until the scheduler is idle."""
+    return runner.abandoning(workload, SAMPLING, plan)
+
+
+@pytest.fixture(scope="module")
+def after(runner, workload, abandoned):
+    """Then every request at once, to the end, once more."""
+    return runner.concurrent(workload, SAMPLING)
+
+
+# --- checks ---------------------------------------------------------------------------
+
+def test_preempted_and_resumed(pressed, check):
+    """Premise, observed: every request was answered, and the scheduler
+    preempted some of them, then resumed and finished each one."""
+    check.preempted_and_resumed(pressed)
+
+
+def test_preempted_answers_match_references(pressed, references, check):
+    """Each answer of the run that preempted equals the same request alone,
+    and the comparator rejects the other requests' answers."""
+    check.all_invariant(pressed, references)
+
+
+def test_clients_gone_were_aborted(abandoned, plan, check):
+    """Premise, observed: the scheduler aborted as many requests as clients
+    went away mid-stream."""
+    check.aborted(abandoned, sum(n is not None for n in plan))
+
+
+def test_aborted_requests_freed_their_memory(abandoned, check):
+    """Once the scheduler is idle, the aborted (and finished) requests hold
+    no KV block and no encoder-cache slot: a `leak` otherwise."""
+    check.freed(abandoned)
+
+
+def test_answers_beside_aborts_match_references(abandoned, plan, references, check):
+    """The requests whose clients stayed got the answers they get alone,
+    while the others were aborted beside them."""
+    check.all_invariant(abandoned, references,
+                        labels=[label for label, n in zip(abandoned.labels, plan) if n is None])
+
+
+def test_later_answers_match_references(after, references, check):
+    """After the aborts, every request sent again gets its answer alone."""
+    check.all_invariant(after, references)
+
+
+def test_alive_after_aborts(after, check):
+    """The server still answers after the preemptions and the aborts."""
+    check.alive(after, after="preemption, aborted clients and a later round")

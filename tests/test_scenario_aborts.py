@@ -1,0 +1,51 @@
+"""The aborts-and-preemption family for real on the CPU tier's tiny Gemma4,
+with two faults inside the engine's scheduler at once:
+`resume-repeats-token` (a preempted request forgets its last output token,
+so its client receives it twice) and `abort-keeps-a-block` (the first
+request aborted keeps one KV block). The run that preempted fails with
+`mismatch`, the memory check with `leak` naming the blocks still held; the
+premises and the alive check still pass: requests were preempted and
+aborted, and the engine lives. The healthy engine's verdicts are `make
+run`'s."""
+from __future__ import annotations
+
+import pytest
+
+from tests.scenario_runs import run_scenarios
+from tests.test_mutations import MODEL, fault_test
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def faulted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("aborts")
+    return run_scenarios("test_aborts_preemption.py", tmp, "--model", MODEL,
+                         "--inject-faults=resume-repeats-token,abort-keeps-a-block")
+
+
+def _record(records, check):
+    return records[f"test_{check}[{MODEL}]"]
+
+
+@fault_test
+def test_a_resumed_request_that_repeats_a_token_fails_with_mismatch(faulted):
+    """Every round preempts (the KV cache stays short), so each comparison
+    meets a resumed request."""
+    records, out = faulted
+    for check in ("preempted_answers_match_references", "answers_beside_aborts_match_references",
+                  "later_answers_match_references"):
+        rec = _record(records, check)
+        assert (rec.verdict, rec.cause) == ("fail", "mismatch"), (check, rec.message, out.stdout[-2000:])
+        assert "diverged at position" in rec.message, rec.message
+    assert _record(records, "preempted_and_resumed").verdict == "pass"
+
+
+@fault_test
+def test_an_aborted_request_that_keeps_its_blocks_is_a_leak(faulted):
+    records, out = faulted
+    rec = _record(records, "aborted_requests_freed_their_memory")
+    assert (rec.verdict, rec.cause) == ("fail", "leak"), (rec.message, out.stdout[-2000:])
+    assert "still holds 1 KV block(s)" in rec.message and rec.evidence["held_by_finished_requests"] == {"kv_blocks": 1}
+    for check in ("clients_gone_were_aborted", "alive_after_aborts"):
+        assert _record(records, check).verdict == "pass", _record(records, check).message
