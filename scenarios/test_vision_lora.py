@@ -102,11 +102,12 @@ def ref_args(lora_args) -> dict:
 
 
 @pytest.fixture(scope="module")
-def served(runner, ref_args, lora_args, upcoming):
+def served(runner, ref_args, lora_args, tp, upcoming):
     """A text prompt on the reference engine started with LoRA on (which
     every check needs), or the engine's refusal to serve LoRA for this model.
-    The engine under test starts ahead, beside it."""
-    if upcoming.uses("lora_args"):
+    At TP 1 the engine under test starts ahead, beside it (above TP 1 the
+    TP 1 reference goes first: see tp1_mixed)."""
+    if tp == 1 and upcoming.uses("lora_args"):
         runner.start_ahead("offline", engine_args=lora_args)
     return runner.each_alone(lora.workload("served", [lora.request("text", None)]), SAMPLING,
                              engine_args=ref_args)
