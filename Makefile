@@ -28,7 +28,7 @@ run: setup models
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
-# make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
+# make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [FUZZ_SHRINK=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
 # (every cell of the cache matrix: --cache-cells full)
 # The GPU tier on every GPU this machine shows (CUDA_VISIBLE_DEVICES narrows
 # it), with the scheduler: one pytest-xdist worker per GPU, each module's
@@ -38,14 +38,16 @@ run: setup models
 ENGINE_PYTHON ?=
 SHARD ?=
 HISTORY ?=
-# Seconds the fuzz family searches per model and property (make run: its 30 s default).
+# Seconds the fuzz family searches per model and property (make run: its 30 s default),
+# and shrinks each new failure (make run: its 60 s default).
 FUZZ_BUDGET ?= 900
+FUZZ_SHRINK ?= 600
 # Seconds the soak family loads each model's server (make run: its 120 s default).
 SOAK_SECONDS ?= 1800
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup
 	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
-		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
+		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --fuzz-shrink $(FUZZ_SHRINK) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
 		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 

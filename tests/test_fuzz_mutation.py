@@ -24,16 +24,20 @@ from tests.scenario_runs import ROOT, run_scenarios
 from tests.test_mutations import LEAK_SCALE, MODEL, fault_test
 
 FAULT_ARGS = ("--inject-faults=padding-leak", f"--fault-scale={LEAK_SCALE}")
+# The shrink is given longer than make run's minute: the shrink to two clips
+# took about 115 s here (make nightly shrinks for FUZZ_SHRINK).
+SHRINK_S = 180.0
 CHECK = f"test_fuzz_batches[{MODEL}]"
 
 
 @pytest.fixture(scope="module")
 def leak(tmp_path_factory):
     """The fuzz check's record on the leaking engine, exploring for the
-    default budget, as make run does."""
+    default budget, as make run does, and shrinking for SHRINK_S."""
     tmp = tmp_path_factory.mktemp("fuzz-leak")
     records, out = run_scenarios("test_fuzz_multimodal.py", tmp, "--model", MODEL, "-k", "fuzz_batches",
-                                 *FAULT_ARGS, "--fuzz-seed=1", f"--fuzz-db={tmp / 'db'}", f"--fuzz-budget={BUDGET_S}")
+                                 *FAULT_ARGS, "--fuzz-seed=1", f"--fuzz-db={tmp / 'db'}", f"--fuzz-budget={BUDGET_S}",
+                                 f"--fuzz-shrink={SHRINK_S}")
     assert CHECK in records, out.stdout[-3000:]
     return records[CHECK], tmp
 
