@@ -30,15 +30,16 @@ def _record(records, check):
 
 @fault_test
 def test_a_resumed_request_that_repeats_a_token_fails_with_mismatch(faulted):
-    """Every round preempts (the KV cache stays short), so each comparison
-    meets a resumed request."""
+    """The first round's comparison, whose premise saw a request preempted
+    after it had output tokens (one the fault can drop). The later rounds
+    preempt too, but where and when depends on the machine's load."""
     records, out = faulted
-    for check in ("preempted_answers_match_references", "answers_beside_aborts_match_references",
-                  "later_answers_match_references"):
-        rec = _record(records, check)
-        assert (rec.verdict, rec.cause) == ("fail", "mismatch"), (check, rec.message, out.stdout[-2000:])
-        assert "diverged at position" in rec.message, rec.message
-    assert _record(records, "preempted_and_resumed").verdict == "pass"
+    premise = _record(records, "preempted_and_resumed")
+    assert premise.verdict == "pass", premise.message
+    assert any(p["output_tokens"] > 0 for p in premise.evidence["preemption"]["preemptions"]), premise.evidence
+    rec = _record(records, "preempted_answers_match_references")
+    assert (rec.verdict, rec.cause) == ("fail", "mismatch"), (rec.message, out.stdout[-2000:])
+    assert "diverged at position" in rec.message, rec.message
 
 
 @fault_test
