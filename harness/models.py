@@ -21,8 +21,9 @@ DEFAULT_FILE = ROOT / "models.toml"
 TIERS = ("cpu", "gpu")
 MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", "fuzz", "soak", "cache", "aborts", "optional",
-            "per_family")
+# The families that run only for the entries that say so (`fuzz = true`, ...).
+FAMILY_FLAGS = ("fuzz", "soak", "cache", "aborts")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", *FAMILY_FLAGS, "optional", "per_family")
 LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
@@ -210,7 +211,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                                f"(a list of adapter hub ids or paths; a list of TP sizes; the engine "
                                f"versions that serve it, as specifiers), "
                                f"got {lora!r}{moved}")
-    for flag in ("fuzz", "soak", "cache", "aborts"):
+    for flag in FAMILY_FLAGS:
         if not isinstance(raw.get(flag, False), bool):
             raise ModelMatrixError(f"{label}: {flag} must be true or false, got {raw[flag]!r}")
     own = _family_args(label, raw.get("per_family", {}), known)
@@ -220,9 +221,8 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                       env={k: str(v) for k, v in raw.get("env", {}).items()},
                       gated=bool(raw.get("gated", False)), notes=str(raw.get("notes", "")),
                       card=card, build=dict(raw.get("build", {})),
-                      lora=None if lora is None else dict(lora), fuzz=raw.get("fuzz", False),
-                      soak=raw.get("soak", False), cache=raw.get("cache", False),
-                      aborts=raw.get("aborts", False),
+                      lora=None if lora is None else dict(lora),
+                      **{flag: raw.get(flag, False) for flag in FAMILY_FLAGS},
                       optional=bool(raw.get("optional", False)),
                       per_family=per_family)
 

@@ -91,10 +91,11 @@ class Observations:
         after `offset`) that it runs and waits for nothing: a server aborts
         a request only after its client went away. False when it did not
         within the bound, or is not observed."""
-        deadline = time.monotonic() + timeout_s
+        deadline, last = time.monotonic() + timeout_s, None
         while self.available:
-            held = [e for e in self.read(offset)[0] if e.get("event") == "held"]
-            if held and held[-1].get("running") == 0 and held[-1].get("waiting") == 0:
+            events, offset = self.read(offset)  # only what was written since the last look
+            last = next((e for e in reversed(events) if e.get("event") == "held"), last)
+            if last is not None and last.get("running") == 0 and last.get("waiting") == 0:
                 return True
             if time.monotonic() > deadline:
                 return False

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
-from harness.models import ModelEntry, ModelMatrixError, models_for
+from harness.models import FAMILY_FLAGS, ModelEntry, ModelMatrixError, models_for
 from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 
 
@@ -53,10 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "modality(name): run only for models with this modality")
     config.addinivalue_line("markers", "quantized: run only for the tier's quantized tiny builds")
     config.addinivalue_line("markers", "lora: run only for entries with a `lora` table in the matrix")
-    config.addinivalue_line("markers", "fuzz: run only for entries with `fuzz = true` in the matrix")
-    config.addinivalue_line("markers", "soak: run only for entries with `soak = true` in the matrix")
-    config.addinivalue_line("markers", "cache: run only for entries with `cache = true` in the matrix")
-    config.addinivalue_line("markers", "aborts: run only for entries with `aborts = true` in the matrix")
+    for flag in FAMILY_FLAGS:
+        config.addinivalue_line("markers", f"{flag}: run only for entries with `{flag} = true` in the matrix")
     tier = config.getoption("tier")
     try:
         config.stash[MATRIX] = Matrix(
@@ -87,8 +85,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("modality")
     quantized = metafunc.definition.get_closest_marker("quantized") is not None
     lora = metafunc.definition.get_closest_marker("lora") is not None
-    # The fuzz, soak, cache and aborts families run for the entries that say so (`fuzz = true`, ...).
-    flags = [f for f in ("fuzz", "soak", "cache", "aborts") if metafunc.definition.get_closest_marker(f) is not None]
+    flags = [f for f in FAMILY_FLAGS if metafunc.definition.get_closest_marker(f) is not None]
     entries = [e for e in metafunc.config.stash[MATRIX].models if (marker is None or e.has(marker.args[0]))
                and (e.quantized or not quantized) and (e.lora is not None or not lora)
                and all(getattr(e, f) for f in flags)]
