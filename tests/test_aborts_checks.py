@@ -33,12 +33,22 @@ def test_a_preempted_request_must_be_seen_to_finish():
     assert [p["request"] for p in check_preempted(observed)["preemptions"]] == ["a", "b"]
 
 
-def test_as_many_aborts_as_clients_gone():
-    observed = [{"event": "aborted", "requests": ["a"]}, {"event": "aborted", "requests": ["c"]}]
-    assert check_aborted(observed, 2)["aborted"] == ["a", "c"]
-    found = failure(check_aborted, observed[:1], 2)
-    assert found.cause == Cause.PREMISE and "2 client(s) went away" in found.message
-    assert failure(check_aborted, observed + [{"event": "aborted", "requests": ["b"]}], 2).cause == Cause.PREMISE
+def aborted(*held_blocks: dict) -> list[dict]:
+    return [{"event": "aborted", "requests": sorted(h), "held_blocks": h} for h in held_blocks]
+
+
+def test_clients_gone_abort_their_requests_one_at_least_holding_blocks():
+    both = check_aborted(aborted({"a": 3}, {"c": 0}), 2)
+    assert both["aborted"] == ["a", "c"] and both["left_after_the_end"] == 0
+    # One client left after its request had finished: no abort, and no failure.
+    assert check_aborted(aborted({"a": 3}), 2)["left_after_the_end"] == 1
+    # None aborted, or none aborted holding blocks: nothing for the memory check.
+    for observed in ([], aborted({"a": 0}, {"c": 0})):
+        found = failure(check_aborted, observed, 2)
+        assert found.cause == Cause.PREMISE and "no abort for the memory check" in found.message
+    # More aborts than clients gone: the scheduler aborted a request whose client stayed.
+    found = failure(check_aborted, aborted({"a": 3}, {"b": 2}, {"c": 1}), 2)
+    assert found.cause == Cause.PREMISE and "aborted 3 request(s)" in found.message
 
 
 def test_blocks_or_slots_still_held_when_idle_are_a_leak():

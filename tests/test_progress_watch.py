@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from harness.engines.observations import Observations
-from harness.engines.progress import POLL_S, ProgressWatch, names
+from harness.engines.observations import Observations, names
+from harness.engines.progress import POLL_S, ProgressWatch
 
 
 class Clock:

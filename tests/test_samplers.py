@@ -266,6 +266,26 @@ def test_a_slow_refresh_never_delays_a_tick():
     assert result.ticks >= 40, result.ticks
 
 
+def test_a_tick_slower_than_the_period_leaves_the_harness_as_long_again():
+    """A real-time sampler always behind its schedule would hold the GIL
+    from the harness's own threads; it rests as long as each tick took,
+    so its rate drops instead and another thread keeps half the time."""
+    class SlowTick(SettableSampler):
+        def _read(self):
+            ends = time.thread_time() + 0.01  # 10 ms of this thread's CPU, holding the GIL
+            while time.thread_time() < ends:
+                pass
+            return dict(self.reading)
+
+    s = SlowTick()  # 200 Hz: 5 ms a period, less than a tick
+    s.reading = {"a": 1}
+    s.start()
+    time.sleep(0.6)
+    result = s.stop()
+    # Back to back it makes about 60; resting as long, about 30.
+    assert result.ticks <= 0.6 / 0.02 + 4, result.ticks
+
+
 def _policy(tid: int) -> int:
     """The scheduling policy of one thread of this process (0: normal, 1: FIFO)."""
     return int(Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[38])

@@ -46,12 +46,10 @@ def test_a_resumed_request_that_repeats_a_token_fails_with_mismatch(faulted):
 
 @fault_test
 def test_an_aborted_request_that_keeps_its_blocks_is_a_leak(faulted):
-    """The fault acts on an abort. A tiny model answers 128 tokens in about
-    a second; on a machine busy with other engines (make test's two
-    workers) the server can stream a request's first token after the
-    engine has finished it, so the client leaves too late to abort it:
-    then the fault had nothing to act on, the abort premise says so, and
-    this test skips, naming it."""
+    """The fault acts on an abort of a request holding KV blocks. The
+    leaving clients watch the engine so that they abort (see the README);
+    should none still abort in time, the fault had nothing to act on, the
+    abort premise says so, and this test skips, naming it."""
     records, out = faulted
     premise = _record(records, "clients_gone_were_aborted")
     if premise.verdict == "fail" and premise.cause == "premise":

@@ -38,12 +38,23 @@ def check_preempted(observed: list[dict]) -> dict:
 
 
 def check_aborted(observed: list[dict], abandoned: int) -> dict:
-    """The scheduler aborted as many requests as clients went away."""
-    aborted = sorted({r for e in _events(observed, "aborted") for r in e.get("requests", [])})
-    evidence = {"clients_gone": abandoned, "aborted": aborted}
-    if len(aborted) != abandoned:
+    """Clients that went away had their requests aborted: no more requests
+    than clients went away, and at least one while it held KV blocks (what
+    the memory check then sees given back). A client that leaves after the
+    engine has finished its request aborts nothing: the evidence counts
+    those, and only a run where none of them aborted fails."""
+    events = _events(observed, "aborted")
+    aborted = sorted({r for e in events for r in e.get("requests", [])})
+    held = {r: n for e in events for r, n in (e.get("held_blocks") or {}).items()}
+    evidence = {"clients_gone": abandoned, "aborted": aborted, "held_blocks": held,
+                "left_after_the_end": max(0, abandoned - len(aborted))}
+    if len(aborted) > abandoned:
         raise CheckFailure(Cause.PREMISE, f"{abandoned} client(s) went away mid-stream, and the scheduler aborted "
                            f"{len(aborted)} request(s): {aborted}", evidence=evidence)
+    if not any(held.get(r) for r in aborted):
+        raise CheckFailure(Cause.PREMISE, f"{abandoned} client(s) went away mid-stream, and the scheduler aborted "
+                           f"{len(aborted)} request(s) holding KV blocks ({held or 'none aborted'}): no abort "
+                           f"for the memory check to judge", evidence=evidence)
     return evidence
 
 

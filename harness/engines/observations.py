@@ -87,17 +87,69 @@ class Observations:
         return [event for _, event in read_json_lines(complete).values], offset + len(complete)
 
     def wait_idle(self, offset: int, timeout_s: float) -> bool:
-        """Wait, up to `timeout_s`, until the scheduler says (a `held` event
-        after `offset`) that it runs and waits for nothing: a server aborts
-        a request only after its client went away. False when it did not
-        within the bound, or is not observed."""
-        deadline, last = time.monotonic() + timeout_s, None
+        """Wait, up to `timeout_s`, until the scheduler says (its latest
+        `held` event after `offset`) that it runs and waits for nothing: a
+        server aborts a request only after its client went away. False when
+        it did not within the bound, or is not observed."""
+        last = {}
+
+        def idle(events):
+            last.update(next((e for e in reversed(events) if e.get("event") == "held"), last))
+            return bool(last) and last.get("running") == 0 and last.get("waiting") == 0
+        return self._wait_until(offset, timeout_s, idle, poll_s=0.1)
+
+    def wait_steps(self, request: str, steps: int, offset: int, timeout_s: float) -> bool:
+        """Wait, up to `timeout_s`, until the engine has run the request
+        whose id holds `request` for `steps` steps (`step` events after
+        `offset`). False when it ended first, when the bound passed, or when
+        the engine is not observed."""
+        seen, ended = [0], [False]
+
+        def run_enough(events):
+            for e in events:
+                if _names(e, request) and not ended[0]:
+                    seen[0] += e.get("event") == "step"
+                    ended[0] = e.get("event") in ("finished", "aborted")
+            return seen[0] >= steps or ended[0]
+        return self._wait_until(offset, timeout_s, run_enough) and seen[0] >= steps
+
+    def wait_all(self, requests: list[str], offset: int, timeout_s: float, *, ended: bool) -> bool:
+        """Wait, up to `timeout_s`, until the engine has run (`ended`: has
+        finished or aborted) each request whose id holds one of `requests`
+        (events after `offset`). A request run is past the server's
+        processing of its prompt."""
+        left = set(requests)
+        kinds = ("finished", "aborted") if ended else ("step", "finished", "aborted")
+
+        def none_left(events):
+            for e in events:
+                if e.get("event") in kinds:
+                    left.difference_update({r for r in left if _names(e, r)})
+            return not left
+        return not left or self._wait_until(offset, timeout_s, none_left)
+
+    def _wait_until(self, offset: int, timeout_s: float, done, poll_s: float = 0.005) -> bool:
+        """Give `done` the events written after `offset`, a batch at a time
+        as they come, until it says so (True), up to `timeout_s` (False;
+        also when the engine is not observed)."""
+        deadline = time.monotonic() + timeout_s
         while self.available:
             events, offset = self.read(offset)  # only what was written since the last look
-            last = next((e for e in reversed(events) if e.get("event") == "held"), last)
-            if last is not None and last.get("running") == 0 and last.get("waiting") == 0:
+            if done(events):
                 return True
             if time.monotonic() > deadline:
                 return False
-            time.sleep(0.1)
+            time.sleep(poll_s)
         return False
+
+
+def names(engine_id: str, request: str) -> bool:
+    """Whether the engine's request id `engine_id` is the request `request`."""
+    return f"-{request}-" in f"-{engine_id}-"
+
+
+def _names(event: dict, request: str) -> bool:
+    """The event names the request (a step by its tokens, finished and
+    aborted by their requests)."""
+    named = event.get("tokens") if event.get("event") == "step" else event.get("requests")
+    return any(names(str(r), request) for r in named or ())

@@ -61,6 +61,12 @@ def _cached_tokens(usage) -> int | None:
     return getattr(details, "cached_tokens", None) if details else None
 
 
+def _request_ids(n: int) -> list[str]:
+    """Ids for the engine (X-Request-Id), which its own request ids hold:
+    how the watch and the observer's events name a request."""
+    return [f"mmh-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+
+
 class OpenAIEngine(Engine):
     base_url: str = ""
     api_key: str = "EMPTY"
@@ -132,17 +138,24 @@ class OpenAIEngine(Engine):
                     extra_body={"ignore_eos": sampling.ignore_eos, "return_token_ids": True,
                                 "return_tokens_as_token_ids": True})
 
+    def _failed(self, e: openai.APIError) -> Result:
+        """What a request the client library raised `e` for gets: refused
+        (the server's status, or an error event inside a stream), timed out,
+        or the engine's death when the connection failed."""
+        if isinstance(e, openai.APIStatusError):
+            return Rejected(status=e.status_code, message=str(e.message)[:2000])
+        if isinstance(e, openai.APITimeoutError):
+            return RequestTimedOut(self.request_timeout)
+        if isinstance(e, openai.APIConnectionError):
+            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {e}")
+        return Rejected(status=None, message=str(e.message)[:2000])
+
     def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str) -> Result:
         go.wait()
         try:
             resp = client.chat.completions.create(**self._request(conv, sampling, model, request_id))
-        except openai.APIStatusError as e:
-            return Rejected(status=e.status_code, message=str(e.message)[:2000])
-        except openai.APITimeoutError:
-            return RequestTimedOut(self.request_timeout)
-        except openai.APIConnectionError as e:
-            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD,
-                                                  detail=f"connection failed: {e}")
+        except (openai.APIStatusError, openai.APIConnectionError) as e:
+            return self._failed(e)
         choice = resp.choices[0]
         content = (choice.logprobs.content or []) if choice.logprobs else []
         logprobs = [{_token_id(t.token): t.logprob for t in c.top_logprobs if _token_id(t.token) is not None}
@@ -155,12 +168,9 @@ class OpenAIEngine(Engine):
                           finish_reason=choice.finish_reason)
 
     def _one_streamed(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
-                      request_id: str, abandon_after: int | None = None) -> Result:
+                      request_id: str) -> Result:
         """As `_one`, streamed: the answer as its chunks add up, with the
-        seconds to the first token and to the last as this client saw them.
-        `abandon_after`: the client closes the stream once it has that many
-        tokens (a client that went away): finish reason ABANDONED, with what
-        it had received."""
+        seconds to the first token and to the last as this client saw them."""
         go.wait()
         sent = time.monotonic()
         text, token_ids, logprobs = [], [], []
@@ -181,18 +191,8 @@ class OpenAIEngine(Engine):
                                   if _token_id(t.token) is not None} for c in content]
                     text.append(choice.delta.content or "")
                     finish = choice.finish_reason or finish
-                if abandon_after is not None and len(token_ids) >= abandon_after and finish is None:
-                    stream.close()  # the connection goes: the server sees the client leave
-                    finish = ABANDONED
-                    break
-        except openai.APIStatusError as e:
-            return Rejected(status=e.status_code, message=str(e.message)[:2000])
-        except openai.APITimeoutError:
-            return RequestTimedOut(self.request_timeout)
-        except openai.APIConnectionError as e:
-            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {e}")
-        except openai.APIError as e:  # an error event inside the stream
-            return Rejected(status=None, message=str(e.message)[:2000])
+        except openai.APIError as e:  # also an error event inside the stream
+            return self._failed(e)
         except Exception as e:  # noqa: BLE001 (the client's transport error: the stream broke off)
             return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD,
                                                   detail=f"the stream broke off: {type(e).__name__}: {e}")
@@ -212,16 +212,61 @@ class OpenAIEngine(Engine):
         seconds to its first token and to its last (`ttft_s`, `e2e_s`)."""
         return self._fire(conversations, sampling, adapters, self._one_streamed)
 
-    def chat_abandoning(self, conversations, sampling: Sampling, abandon_after: list[int | None]) -> list[Result]:
-        """As `chat_streamed`, every request at once, request i's client going
-        away once it has `abandon_after[i]` tokens (None: it stays to the end).
-        An abandoned request's Completion has finish reason ABANDONED and the
-        tokens its client received."""
-        return self._fire(conversations, sampling, None, self._one_streamed,
-                          per_request=[{"abandon_after": n} for n in abandon_after])
+    def chat_abandoning(self, conversations, sampling: Sampling, leave_after_steps: list[int | None],
+                        leaving: Sampling | None = None) -> list[Result]:
+        """Request i's client goes away mid-stream once the engine has run
+        its request for `leave_after_steps[i]` steps, having asked for
+        `leaving` (default: `sampling`); None: the client stays to the end
+        of its answer. An abandoned request's Completion has finish reason
+        ABANDONED and no tokens.
+
+        The staying requests are sent at once; the leaving ones one after
+        another, each once the engine runs every staying request and has
+        ended the leaving one before it. While a server prepares a prompt's
+        media it answers nothing else: a client that left meanwhile was
+        seen to be noticed only after its request had finished, aborting
+        nothing. So each leaves while the server has no media to prepare."""
+        ids = _request_ids(len(conversations))
+        staying = [rid for rid, n in zip(ids, leave_after_steps) if n is None]
+        leavers = [rid for rid, n in zip(ids, leave_after_steps) if n is not None]
+        offset = self.observations.mark()
+        return self._fire(conversations, sampling, None, self._one_or_leaving, ids=ids, per_request=[
+            {} if n is None else {"leave_after_steps": n, "sampling": leaving or sampling, "offset": offset,
+                                  "after": (staying, leavers[:leavers.index(rid)])}
+            for rid, n in zip(ids, leave_after_steps)])
+
+    def _one_or_leaving(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
+                        request_id: str, leave_after_steps: int | None = None, offset: int = 0,
+                        after: tuple[list[str], list[str]] = ((), ())) -> Result:
+        if leave_after_steps is None:
+            return self._one(client, conv, sampling, model, go, request_id)
+        go.wait()
+        running, ended = after
+        self.observations.wait_all(running, offset, self.request_timeout, ended=False)
+        self.observations.wait_all(ended, offset, self.request_timeout, ended=True)
+        return self._one_leaving(client, conv, sampling, model, request_id, leave_after_steps)
+
+    def _one_leaving(self, client, conv, sampling: Sampling, model: str, request_id: str, steps: int) -> Result:
+        """A client that goes away mid-stream: it opens the stream and closes
+        it once the in-engine observer shows its request run for `steps`
+        steps. Watched in the engine, not read from the stream: on a busy
+        machine the server was seen to stream a request's first token only
+        after the engine had finished it, so a client that waited for that
+        token left too late to abort anything."""
+        offset = self.observations.mark()
+        sent = time.monotonic()
+        try:
+            stream = client.chat.completions.create(**self._request(conv, sampling, model, request_id),
+                                                    stream=True)
+            self.observations.wait_steps(request_id, steps, offset, self.request_timeout)
+            stream.close()  # the connection goes: the server sees the client leave
+        except (openai.APIStatusError, openai.APIConnectionError) as e:
+            return self._failed(e)
+        return Completion(text="", token_ids=[], logprobs=[], finish_reason=ABANDONED,
+                          e2e_s=time.monotonic() - sent)
 
     def _fire(self, conversations, sampling: Sampling, adapters: Adapters, one,
-              per_request: list[dict] | None = None) -> list[Result]:
+              per_request: list[dict] | None = None, ids: list[str] | None = None) -> list[Result]:
         """Every conversation at once, through `one` (given request i's
         `per_request[i]` besides), each bounded and watched."""
         n = len(conversations)
@@ -233,12 +278,14 @@ class OpenAIEngine(Engine):
         client = self._client()
         go = threading.Event()
         results: list[Result | None] = [None] * n
-        ids = [f"mmh-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+        ids = ids or _request_ids(n)
         watch = self._watch()
         pool = ThreadPoolExecutor(max_workers=n)
         extra = per_request or [{}] * n
-        futures = {pool.submit(one, client, c, sampling, m, go, rid, **extra[i]): i
-                   for i, (c, m, rid) in enumerate(zip(conversations, models, ids))}
+        futures = {}
+        for i, (c, m, rid) in enumerate(zip(conversations, models, ids)):
+            kwargs = dict(extra[i])
+            futures[pool.submit(one, client, c, kwargs.pop("sampling", sampling), m, go, rid, **kwargs)] = i
         if watch is not None:
             watch.expect(ids)
         go.set()  # all threads are waiting: release them together so the server batches

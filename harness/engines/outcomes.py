@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from harness.checks.verdicts import AnyCause, Cause
 
 # A Completion's finish reason when its client went away before the end
-# (OpenAIEngine.chat_abandoning): its tokens are those the client received.
+# (OpenAIEngine.chat_abandoning), without reading its tokens.
 ABANDONED = "abandoned"
 
 

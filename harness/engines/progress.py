@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from harness.engines.observations import Observations
+from harness.engines.observations import Observations, names
 
 # Events that show the engine core at work (not the front end's cache lookups).
 WORK_EVENTS = ("step", "encoder", "finished")
@@ -29,11 +29,6 @@ WORK_EVENTS = ("step", "encoder", "finished")
 LAST_STEPS = 8
 # How often the observation file is read while requests wait.
 POLL_S = 0.5
-
-
-def names(engine_id: str, request: str) -> bool:
-    """Whether the engine's request id `engine_id` is the request `request`."""
-    return f"-{request}-" in f"-{engine_id}-"
 
 
 @dataclass

@@ -426,8 +426,9 @@ class Check:
         self.note({"preemption": check_preempted(self._observed(run))})
 
     def aborted(self, run: Run, abandoned: int) -> None:
-        """Premise of an abort check, observed: the scheduler aborted as many
-        requests as clients went away mid-stream."""
+        """Premise of an abort check, observed: the scheduler aborted the
+        requests of clients that went away mid-stream (no more), one at
+        least while it held KV blocks."""
         self.completed(run)
         self.note({"aborts": check_aborted(self._observed(run), abandoned)})
 

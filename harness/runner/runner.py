@@ -183,18 +183,20 @@ class Runner:
         return Run.sent("one", workload, _sent(
             use, workload, lambda e: e.chat(_conversations(workload), sampling, adapters=workload.adapters), sampling))
 
-    def abandoning(self, workload: Workload, sampling: Sampling, abandon_after: list[int | None], *,
-                   engine_args: dict | None = None) -> Run:
-        """Every request at once over HTTP, streamed, request i's client going
-        away once it has `abandon_after[i]` tokens (None: it stays to the
-        end). Its observations run until the scheduler is idle again (up to
-        IDLE_WAIT_S), so that they hold the aborts the server made after its
-        clients left, and what the requests still held then."""
+    def abandoning(self, workload: Workload, sampling: Sampling, leave_after_steps: list[int | None], *,
+                   leaving: Sampling | None = None, engine_args: dict | None = None) -> Run:
+        """Every request at once over HTTP, request i's client going away
+        mid-stream once the engine has run its request for
+        `leave_after_steps[i]` steps, having asked for `leaving` (None: it
+        stays to the end of an answer to `sampling`). Its observations run
+        until the scheduler is idle again (up to IDLE_WAIT_S), so that they
+        hold the aborts the server made after its clients left, and what
+        the requests still held then."""
         use = self._use("server", workload, engine_args)
 
         def send(engine):
             offset = engine.observations.mark()
-            outcomes = engine.chat_abandoning(_conversations(workload), sampling, abandon_after)
+            outcomes = engine.chat_abandoning(_conversations(workload), sampling, leave_after_steps, leaving)
             engine.observations.wait_idle(offset, IDLE_WAIT_S)
             return outcomes
         return Run.sent("abandoning", workload, _sent(use, workload, send, sampling))

@@ -1,7 +1,7 @@
 """The aborts-and-preemption workload: multimodal requests, each with media
 of its own, sent at once to a server whose KV cache holds fewer of them
 than are sent, so the scheduler preempts some and resumes them later; and
-the clients that go away mid-stream (half of them, after a few tokens).
+the clients that go away mid-stream (half of them, early in their answers).
 
 Media come first in each prompt and differ between requests (images of one
 size and other content, clips of other durations), so that no request can
@@ -15,11 +15,10 @@ from harness.workloads.request import Request, Workload
 PROMPT = "Describe it in a few plain words: what stands out first, then what changes, then what is odd."
 IMAGE_SIZE = (160, 120)
 CLIPS_S = (4.0, 6.0)
-# The clients that go away after this many tokens: every other request. As
-# early as a token can tell that the request reached the engine: a tiny
-# model finishes 128 tokens in about a second, and a busy server streams
-# behind its engine, so a client that waits longer may leave too late.
-ABANDON_AFTER_TOKENS = 1
+# The clients that go away do so once the engine has run their request for
+# this many steps (its prefill and a first decode: it holds KV blocks and
+# has output), as the in-engine observer shows: every other request.
+LEAVE_AFTER_STEPS = 2
 
 
 def pressure_workload(modalities) -> Workload:
@@ -42,6 +41,6 @@ def pressure_workload(modalities) -> Workload:
 
 
 def abandon_plan(workload: Workload) -> list[int | None]:
-    """Per request, after how many tokens its client goes away (None: it
-    stays to the end): every other request, starting with the first."""
-    return [ABANDON_AFTER_TOKENS if i % 2 == 0 else None for i in range(len(workload.requests))]
+    """Per request, after how many of its engine steps its client goes away
+    (None: it stays to the end): every other request, starting with the first."""
+    return [LEAVE_AFTER_STEPS if i % 2 == 0 else None for i in range(len(workload.requests))]

@@ -13,7 +13,8 @@ format of harness/engines/observations.py:
              blocks free of the pool's, encoder-cache slots free of its
              size, requests running and waiting;
   preempted - a running request the scheduler preempted (to be resumed);
-  aborted  - the requests the scheduler aborted (a client went away);
+  aborted  - the requests the scheduler aborted (a client went away), and
+             the KV blocks each held then;
   memory_info, encoder_chunk, vision_chunk - encoder memory (mmharness_memory).
 Several processes write the same file: each line is one O_APPEND write.
 """
@@ -166,6 +167,13 @@ def _held(scheduler) -> None:
         emit("held", **state)
 
 
+def _blocks_held(scheduler, request_ids) -> dict:
+    """The KV blocks each request holds (none while it waits or after a preemption)."""
+    ids = [request_ids] if isinstance(request_ids, str) else list(request_ids or ())
+    return {rid: sum(1 for group in scheduler.kv_cache_manager.get_blocks(rid).blocks for b in group if not b.is_null)
+            for rid in ids if rid in scheduler.requests}
+
+
 def _patch_scheduler(module) -> None:
     cls = module.Scheduler
     for name in ("schedule", "update_from_output"):  # what is held once a step is planned, and once it is done
@@ -188,9 +196,12 @@ def _patch_scheduler(module) -> None:
     real_finish = cls.finish_requests
 
     def finish_requests(self, request_ids, finished_status):
+        aborting = "ABORTED" in str(finished_status)
+        held = _blocks_held(self, request_ids) if aborting else {}
         out = real_finish(self, request_ids, finished_status)
-        if out and "ABORTED" in str(finished_status):
-            emit("aborted", requests=sorted(str(r.request_id) for r in out))
+        if out and aborting:
+            emit("aborted", requests=sorted(str(r.request_id) for r in out),
+                 held_blocks={str(r.request_id): held.get(r.request_id, 0) for r in out})
         _held(self)
         return out
     cls.finish_requests = finish_requests

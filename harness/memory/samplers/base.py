@@ -364,21 +364,27 @@ class Sampler:
     def _run(self) -> None:
         self._meta["priority"] = self._priority()
         period = 1.0 / self.rate_hz
-        deadline = time.monotonic()
+        deadline, tick_s = time.monotonic(), 0.0
         try:
             while True:
                 deadline += period
                 delay = deadline - time.monotonic()
                 if delay < -period:  # fell far behind: skip missed ticks rather than burst
                     deadline = time.monotonic()
-                if delay < 0:  # a little late (waiting for the GIL): keep the schedule
-                    delay = 0
+                # Late (waiting for the GIL) or not, rest at least as long as
+                # the last tick took: a real-time thread always behind its
+                # schedule holds the GIL from the harness's own threads (seen
+                # under load at 77 of 100 Hz: a client watching the engine's
+                # progress read it 1.8 s late). Then the rate drops instead.
+                delay = max(delay, tick_s)
                 # time.sleep costs about half the CPU of Event.wait(timeout),
                 # the largest share of a tick; stopping waits one period at most
                 time.sleep(delay)
                 if self._stopping.is_set():
                     break
+                began = time.monotonic()
                 self._tick()
+                tick_s = time.monotonic() - began
                 self._tick_cpu = time.thread_time()  # this thread's, since it began
         except BaseException as exc:  # surfaced by stop()
             self._error = exc
