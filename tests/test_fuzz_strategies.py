@@ -82,6 +82,18 @@ def test_every_drawn_batch_is_within_the_models_limits(model):
     within()
 
 
+def test_a_cut_that_leaves_a_valid_png_is_no_hostile_payload(model):
+    """The draw the fuzzer once shrank to: an 8x8 PNG cut at 89.7 %, which
+    PIL reads whole. `invalid_because` says it is valid, so the strategy's
+    filter never draws it (test_every_hostile_payload_is_invalid samples
+    the draws)."""
+    entry, proc, limits = model
+    read_whole = {"version": hostile.SPEC_VERSION, "model": limits.model, "kind": "truncated-png",
+                  "width": 8, "height": 8, "keep_permille": 897}
+    assert hostile.invalid_because(read_whole, limits) is None
+    assert hostile.invalid_because({**read_whole, "keep_permille": 500}, limits)
+
+
 @pytest.mark.parametrize("kind", hostile.KINDS)
 def test_every_hostile_payload_is_invalid(model, kind):
     entry, proc, limits = model
