@@ -91,11 +91,12 @@ class Observations:
         `held` event after `offset`) that it runs and waits for nothing: a
         server aborts a request only after its client went away. False when
         it did not within the bound, or is not observed."""
-        last = {}
+        last: dict | None = None
 
         def idle(events):
-            last.update(next((e for e in reversed(events) if e.get("event") == "held"), last))
-            return bool(last) and last.get("running") == 0 and last.get("waiting") == 0
+            nonlocal last
+            last = next((e for e in reversed(events) if e.get("event") == "held"), last)
+            return last is not None and last.get("running") == 0 and last.get("waiting") == 0
         return self._wait_until(offset, timeout_s, idle, poll_s=0.1)
 
     def wait_steps(self, request: str, steps: int, offset: int, timeout_s: float) -> bool:
@@ -103,15 +104,16 @@ class Observations:
         whose id holds `request` for `steps` steps (`step` events after
         `offset`). False when it ended first, when the bound passed, or when
         the engine is not observed."""
-        seen, ended = [0], [False]
+        seen, ended = 0, False
 
         def run_enough(events):
+            nonlocal seen, ended
             for e in events:
-                if _names(e, request) and not ended[0]:
-                    seen[0] += e.get("event") == "step"
-                    ended[0] = e.get("event") in ("finished", "aborted")
-            return seen[0] >= steps or ended[0]
-        return self._wait_until(offset, timeout_s, run_enough) and seen[0] >= steps
+                if _names(e, request) and not ended:
+                    seen += e.get("event") == "step"
+                    ended = e.get("event") in ("finished", "aborted")
+            return seen >= steps or ended
+        return self._wait_until(offset, timeout_s, run_enough) and seen >= steps
 
     def wait_all(self, requests: list[str], offset: int, timeout_s: float, *, ended: bool) -> bool:
         """Wait, up to `timeout_s`, until the engine has run (`ended`: has

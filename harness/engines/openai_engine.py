@@ -232,16 +232,17 @@ class OpenAIEngine(Engine):
         offset = self.observations.mark()
         return self._fire(conversations, sampling, None, self._one_or_leaving, ids=ids, per_request=[
             {} if n is None else {"leave_after_steps": n, "sampling": leaving or sampling, "offset": offset,
-                                  "after": (staying, leavers[:leavers.index(rid)])}
+                                  "running": staying, "ended": leavers[:leavers.index(rid)]}
             for rid, n in zip(ids, leave_after_steps)])
 
     def _one_or_leaving(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
                         request_id: str, leave_after_steps: int | None = None, offset: int = 0,
-                        after: tuple[list[str], list[str]] = ((), ())) -> Result:
+                        running: list[str] = (), ended: list[str] = ()) -> Result:
+        """A staying request (`_one`), or a leaving one, sent once the engine
+        runs `running` and has ended `ended` (events after `offset`)."""
         if leave_after_steps is None:
             return self._one(client, conv, sampling, model, go, request_id)
         go.wait()
-        running, ended = after
         self.observations.wait_all(running, offset, self.request_timeout, ended=False)
         self.observations.wait_all(ended, offset, self.request_timeout, ended=True)
         return self._one_leaving(client, conv, sampling, model, request_id, leave_after_steps)
