@@ -24,9 +24,16 @@ models: setup
 	$(VPY) -m fixtures.tiny_models build gemma4-awq
 
 # A broken scenario module becomes an error record; the rest still run.
+# The CPU tier runs on RUN_WORKERS pytest-xdist workers, each module on one
+# worker (loadscope), the longest modules first by the run history (the
+# engines plugin orders them), each worker's engines computing on its own share of the
+# cores (the engine turn's slots, harness/engines/devices.py); a module marked
+# `alone` (the soak) has the machine to itself. 0: one process, as the GPU
+# tier and a run against --engine-url (one server for every check) do.
+RUN_WORKERS ?= $(if $(and $(filter cpu,$(TIER)),$(if $(findstring --engine-url,$(RUN_ARGS)),,1)),2,0)
 run: setup models
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
-		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
+		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 # make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [FUZZ_SHRINK=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
 # (every cell of the cache matrix: --cache-cells full)

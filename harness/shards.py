@@ -97,6 +97,17 @@ def plan_shards(groups: Sequence[Group], durations: dict[str, float], count: int
     return shards
 
 
+def module_order(modules: dict[str, tuple[str, ...]], durations: dict[str, float], first: set[str]) -> list[str]:
+    """The modules (name -> its checks) longest first, those in `first`
+    before the others (longest first too): the order in which a run's
+    workers take them, so that the long ones start early and the run does
+    not end on one worker alone with a long module."""
+    measured = [durations[c] for checks in modules.values() for c in checks if c in durations]
+    typical = statistics.fmean(measured) if measured else DEFAULT_CHECK_S
+    cost = {m: group_cost(Group(m, checks), durations, typical) for m, checks in modules.items()}
+    return sorted(modules, key=lambda m: (m not in first, -cost[m], m))
+
+
 def _place(shard: Shard, group: Group, cost: float) -> None:
     shard.groups.append(group)
     shard.estimated_s += cost

@@ -23,7 +23,9 @@ from harness.engines.base import Sampling
 from harness.soak.load import SoakMix
 from harness.workloads import audio
 
-pytestmark = [pytest.mark.engine, pytest.mark.soak]
+# alone: its latency checks time the server; under `make run`'s two workers,
+# the other worker's engines wait while it runs.
+pytestmark = [pytest.mark.engine, pytest.mark.soak, pytest.mark.alone]
 
 # Fixed length with EOS ignored, so sampled answers compare position by position.
 SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from harness.checks.verdicts import Cause, Verdict
 from harness.engines import pool as pool_mod
-from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLeft, run_devices
+from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLeft, run_devices, slot_cores
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
-from harness.engines.parallel import NotHostable
+from harness.engines.parallel import BIND_ENV, TP_ARG, NotHostable
 from harness.engines.pool import EnginePool, EngineSpec, EngineHandle
 from harness.engines.teardown import teardown_record
 from harness.units import GiB
@@ -312,6 +315,99 @@ def test_the_cpu_tier_holds_one_engine_turn_while_its_engines_are_up(tmp_path, m
     assert set(turn.state()["held"]) == {"0"} and engine.env == {VISIBLE_ENV: "0"}  # no GPUs given
     pool.release_since(0)
     assert turn.state()["held"] == {}
+
+
+def test_slots_share_out_the_cores():
+    assert [slot_cores([s], 2, [0, 1]) for s in (0, 1)] == [[0], [1]]
+    assert [slot_cores([s], 2, [0, 1, 2, 3, 4]) for s in (0, 1)] == [[0, 1], [2, 3]]
+    assert [slot_cores([s], 3, [4, 5]) for s in (0, 1, 2)] == [[4], [5], [4]]  # more slots than cores
+    assert slot_cores([0, 1], 2, [0, 1]) == [0, 1]
+
+
+def _holds_a_slot(path: str, held, release) -> None:
+    """Another worker: takes a slot of the turn, holds it until told."""
+    ledger = DeviceLedger.turn(path, 2)
+    lease = ledger.acquire(1, "other worker", wait_s=20)
+    held.set()
+    release.wait(20)
+    ledger.release(lease)
+
+
+@pytest.fixture
+def two_slot_turn(tmp_path, monkeypatch):
+    """A 2-slot engine turn on a 2-core machine, another worker (a process)
+    holding one slot until `release` is set, and this worker's pool."""
+    monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    GpuStandIn.used = {0: [BASE]}
+    path = tmp_path / "engine-turn.json"
+    ctx = multiprocessing.get_context("fork")
+    held, release = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_holds_a_slot, args=(str(path), held, release))
+    other.start()
+    assert held.wait(20)
+    pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False,
+                      ledger=DeviceLedger.turn(path, 2))
+    yield pool, release
+    release.set()
+    other.join(20)
+    pool.close_all()
+
+
+def test_beside_another_worker_an_engine_computes_on_its_own_slots_core(two_slot_turn):
+    """The other worker took slot 0 (core 0): this worker's engines get slot
+    1 and are bound to core 1; a TP 2 engine keeps its ranks' placement
+    over both cores."""
+    pool, _ = two_slot_turn
+    tp1 = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
+    tp2 = handle(pool, {TP_ARG: 2}, label="s2", name="m", env={VISIBLE_ENV: "0", BIND_ENV: "0|1"}).engine
+    assert tp1.env[BIND_ENV] == "1" and tp2.env[BIND_ENV] == "0|1"
+    assert {d: h["pid"] == os.getpid() for d, h in pool.ledger.state()["held"].items()} == {"0": False, "1": True}
+    pool.release_since(0)
+    assert set(pool.ledger.state()["held"]) == {"0"}
+
+
+def test_a_module_alone_waits_for_every_slot_and_keeps_the_machines_placement(two_slot_turn):
+    """`alone` (the soak): the engine starts only once the other worker gave
+    its slot back, holds both, and is placed as in a run of one worker
+    (no binding of its own)."""
+    pool, release = two_slot_turn
+    pool.alone = True
+    started = []
+    thread = threading.Thread(target=lambda: started.append(handle(pool, label="soak", name="m",
+                                                                   env={VISIBLE_ENV: "0"}).engine))
+    thread.start()
+    thread.join(1.0)
+    assert not started  # the other worker's engines compute: the soak waits
+    release.set()
+    thread.join(20)
+    [engine] = started
+    assert BIND_ENV not in engine.env and set(pool.ledger.state()["held"]) == {"0", "1"}
+
+
+def _takes_a_free_slot(path: str, log: str) -> None:
+    Path(log).write_text(repr(DeviceLedger.turn(path, 2).try_acquire(1, "late worker")))
+
+
+def test_a_worker_waiting_for_every_slot_is_not_overtaken(tmp_path):
+    """Slot 1 is free while this worker waits for both: a worker that comes
+    later for one slot does not get it, so the wait for both ends."""
+    path, log = tmp_path / "engine-turn.json", tmp_path / "late.txt"
+    ctx = multiprocessing.get_context("fork")
+    holder = ctx.Process(target=lambda: (DeviceLedger.turn(path, 2).try_acquire(1, "busy"), time.sleep(2)))
+    holder.start()
+    time.sleep(0.5)  # it holds slot 0
+    waiting = threading.Thread(target=lambda: DeviceLedger(path, [0, 1], poll_s=0.01, fair=True).acquire(2, "alone",
+                                                                                                      wait_s=20))
+    waiting.start()
+    time.sleep(0.3)
+    late = ctx.Process(target=_takes_a_free_slot, args=(str(path), str(log)))
+    late.start()
+    late.join(20)
+    assert log.read_text() == "None"
+    holder.join(20)  # (reaped: a dead holder's slot is free)
+    waiting.join(20)
+    assert not waiting.is_alive() and set(DeviceLedger.turn(path, 2).state()["held"]) == {"0", "1"}
 
 
 # --- the runner: what a scenario sees -----------------------------------------------

@@ -134,3 +134,18 @@ def test_signatures_tell_exceptions_and_statuses_apart():
     refused = CheckFailure(Cause.HTTP_5XX, "500", evidence={"result": {"rejected": 500}})
     assert signature(refused) == "http-5xx: 500"
     assert signature(CheckFailure(Cause.MISMATCH, "differs")) == "mismatch"
+
+
+def test_a_failure_the_database_brings_back_is_not_shrunk_again(tmp_path):
+    """Replayed as it was shrunk: its judge sees the database's examples and
+    none of a shrink (each candidate of an engine-killing failure is an
+    engine restart), and it is found and known before the exploration."""
+    first = search(batches(LIMITS), leaky, budget_s=3, shrink_s=120, seed=3, database=tmp_path)
+    judged = []
+
+    def judge(spec):
+        judged.append(spec)
+        leaky(spec)
+    again = search(batches(LIMITS), judge, budget_s=0.01, shrink_s=120, seed=99, database=tmp_path)
+    assert [f.spec for f in again.found] == [first.found[0].spec]
+    assert len(judged) <= 2, judged

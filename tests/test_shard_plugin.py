@@ -191,3 +191,44 @@ def test_engines_are_retired_after_the_last_check_the_shard_kept(tmp_path, order
     _, noted, kept_only, kept = line.rsplit(" ", 3)
     assert int(noted) > 1 and kept_only == "True" and 0 < int(kept) < 357, done.stdout[-2000:] + done.stderr
     assert "KEYS AGREE True" in done.stdout
+
+
+ORDER_SUITE = {
+    "conftest.py": '''
+from pathlib import Path
+pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records",
+                  "harness.plugins.engines"]
+
+def pytest_collection_finish(session):
+    if hasattr(session.config, "workerinput"):
+        worker = session.config.workerinput["workerid"]
+        Path(f"order-{worker}.txt").write_text("\\n".join(i.nodeid.split("::")[0] for i in session.items))
+''',
+    "scenarios/test_long.py": "import pytest\n\n@pytest.mark.parametrize('i', range(3))\ndef test_a(i):\n    pass\n",
+    "scenarios/test_short.py": "def test_b():\n    pass\n",
+    "scenarios/test_quiet.py": "import pytest\n\npytestmark = pytest.mark.alone\n\ndef test_c():\n    pass\n",
+}
+
+
+def test_xdist_workers_take_the_longest_modules_first_and_those_alone_before_them(tmp_path):
+    """`make run`'s order (--dist loadscope --no-loadscope-reorder): the
+    module marked `alone` first; then with no history, the module of most
+    checks first, with one, the longest; every worker in one order."""
+    for name, text in ORDER_SUITE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def order() -> list[str]:
+        done = _pytest(tmp_path, "-p", "xdist", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder",
+                       "--results-dir", str(tmp_path / "run"))
+        orders = {p.read_text() for p in tmp_path.glob("order-gw*.txt")}
+        assert len(orders) == 1, done.stdout + done.stderr
+        return list(dict.fromkeys(orders.pop().splitlines()))
+
+    assert order() == ["scenarios/test_quiet.py", "scenarios/test_long.py", "scenarios/test_short.py"]
+    (tmp_path / "history.jsonl").unlink()
+    records = [CheckRecord(id=c, verdict="pass", durations={"call": 500.0 if "short" in c else 1.0})
+               for c in ["scenarios/test_short.py::test_b", "scenarios/test_quiet.py::test_c"]
+               + [f"scenarios/test_long.py::test_a[{i}]" for i in range(3)]]
+    append_history(tmp_path / "history.jsonl", history_entry("r0", RunResults(run={"tier": None}, records=records)))
+    assert order() == ["scenarios/test_quiet.py", "scenarios/test_short.py", "scenarios/test_long.py"]

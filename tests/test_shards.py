@@ -13,7 +13,7 @@ import pytest
 
 from harness.models import models_for
 from harness.shards import (ENGINE_START_S, Group, group_cost, group_of_check_id, groups_of_check_ids,
-                            parse_shard, plan_fingerprint, plan_shards, stable_hash)
+                            parse_shard, module_order, plan_fingerprint, plan_shards, stable_hash)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,6 +81,17 @@ def test_longest_first_evens_out_shard_times():
         # less than one group.
         assert max(loads) <= 4 / 3 * max(total / count, max(durations.values()) * 2)
         assert max(loads) - min(loads) <= 60, loads
+
+
+def test_modules_go_longest_first_and_those_alone_first_of_all():
+    modules = {"m/a.py": ("m/a.py::x",), "m/b.py": ("m/b.py::x", "m/b.py::y"), "m/soak.py": ("m/soak.py::x",),
+               "m/aborts.py": ("m/aborts.py::x", "m/aborts.py::y")}
+    durations = {"m/a.py::x": 300.0, "m/b.py::x": 100.0, "m/b.py::y": 1.0, "m/soak.py::x": 900.0}
+    # measured: a 300 s before b 101 s; aborts unmeasured (an engine start and two typical checks)
+    assert module_order(modules, durations, {"m/soak.py", "m/aborts.py"}) == [
+        "m/soak.py", "m/aborts.py", "m/a.py", "m/b.py"]
+    # no history: an engine start and a default check per check, so the most checks first
+    assert module_order(modules, {}, set()) == ["m/aborts.py", "m/b.py", "m/a.py", "m/soak.py"]
 
 
 def test_a_group_is_never_split_even_when_splitting_would_even_out():

@@ -12,9 +12,12 @@ worker) counts as free again.
     env = lease.env()             # CUDA_VISIBLE_DEVICES=0,1 in PCI bus order
     ledger.release(lease, lost={1: "leaked by ..."})  # gpu1 out for the rest of the run
 
-The CPU tier uses the same ledger over one slot, the engine turn: a worker
-holds it while any engine of its own is up, so that engine scenarios run one
-at a time across workers (`DeviceLedger.turn`).
+The CPU tier uses the same ledger over its slots, the engine turn
+(`DeviceLedger.turn`): one slot per worker up to one per core, each slot a
+share of the cores (`slot_cores`). A worker holds a slot while any engine of
+its own is up, and every slot for a module whose timings another worker's
+engines must not disturb (the soak's latency), so that each worker's engines
+compute on cores of their own.
 
 Indices are NVML's, and the lease's environment sets CUDA_DEVICE_ORDER=
 PCI_BUS_ID so that CUDA numbers the visible devices in the same order.
@@ -70,24 +73,29 @@ def run_devices(environ: dict | None = None, count: Callable[[], int] | None = N
                          "(0,1,...), not UUIDs or MIG names") from None
 
 
-def run_ledger(run_dir: Path, tier: str) -> "DeviceLedger | None":
+def run_ledger(run_dir: Path, tier: str, workers: int = 1) -> "DeviceLedger | None":
     """The run's ledger: its GPUs on the GPU tier (None where NVML sees
-    none: nothing to schedule), the engine turn on the CPU tier."""
+    none: nothing to schedule), the engine turn on the CPU tier, a slot
+    for each of the run's `workers` up to one per core."""
     if tier != "gpu":
-        return DeviceLedger.turn(Path(run_dir) / "engine-turn.json")
+        slots = max(1, min(workers, len(os.sched_getaffinity(0))))
+        return DeviceLedger.turn(Path(run_dir) / "engine-turn.json", slots)
     devices = run_devices()
     return DeviceLedger(Path(run_dir) / "devices.json", devices) if devices else None
 
 
 class DeviceLedger:
-    def __init__(self, path: Path, devices: list[int], *, poll_s: float = POLL_S):
+    def __init__(self, path: Path, devices: list[int], *, poll_s: float = POLL_S, fair: bool = False):
         self.path, self.devices, self.poll_s = Path(path), list(devices), poll_s
+        # fair: first come, first served, so that a worker waiting for every
+        # slot is not overtaken for ever by one that takes a slot at a time.
+        self.fair = fair
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def turn(cls, path: Path) -> "DeviceLedger":
-        """One slot: the CPU tier's engine turn."""
-        return cls(path, [0])
+    def turn(cls, path: Path, slots: int = 1) -> "DeviceLedger":
+        """The CPU tier's engine turn, over `slots` slots, served in turn."""
+        return cls(path, list(range(slots)), fair=True)
 
     # --- the file, under its lock -----------------------------------------------
     @contextmanager
@@ -121,6 +129,9 @@ class DeviceLedger:
             for key in [k for k, h in held.items() if not psutil.pid_exists(h["pid"])]:
                 del held[key]  # its holder died: a crashed worker
             usable = self._usable(count, holder, state, mine_too=False)
+            waiting = [pid for pid in state.get("waiting", {}) if psutil.pid_exists(int(pid))]
+            if self.fair and waiting and waiting[0] != str(os.getpid()):
+                return None  # another worker has waited longer
             free = [d for d in usable if str(d) not in held]
             if len(free) < count:
                 return None
@@ -179,6 +190,17 @@ class DeviceLedger:
 
     def lost(self) -> dict[int, str]:
         return {int(d): why for d, why in self.state()["lost"].items()}
+
+
+def slot_cores(slots: list[int], total: int, cores: list[int] | None = None) -> list[int]:
+    """The cores of these engine-turn slots, of `total`: the machine's cores
+    cut into `total` equal shares (with fewer cores than slots, slots share
+    cores in turn)."""
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if len(cores) < total:
+        return sorted({cores[s % len(cores)] for s in slots})
+    per = len(cores) // total
+    return [c for s in sorted(slots) for c in cores[s * per:(s + 1) * per]]
 
 
 def _wait_in(state: dict, holder: str) -> None:

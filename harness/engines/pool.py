@@ -17,7 +17,10 @@ leak check: a GPU whose memory did not come back is taken out of the run. An
 engine that cannot get its GPUs first makes room by retiring this pool's
 other engines (their handles say `evicted`). A card's GPU is leased by the card
 (`card_lease`, `return_card`) and its engines run there one at a time. On
-the CPU tier the pool holds the engine turn while any of its engines is up.
+the CPU tier the pool holds a slot of the engine turn while any of its
+engines is up, and its engines compute on that slot's cores; every slot, and
+the machine's default placement, when `alone` (a module whose timings another
+worker's engines must not disturb).
 
 On the CPU tier a scenario that knows its next engine can have it started
 ahead (`start_ahead`): a start is mostly one core's imports, three Python
@@ -39,10 +42,11 @@ from pathlib import Path
 from typing import Callable
 
 from harness.engines.base import Engine
-from harness.engines.devices import DeviceLedger, Lease
+from harness.engines.devices import DeviceLedger, Lease, slot_cores
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import EngineStartupFailed
+from harness.engines.parallel import BIND_ENV, tensor_parallel
 from harness.engines.remote import RemoteEngine
 from harness.engines.retry import retry_for
 from harness.engines.server import ServerEngine
@@ -136,7 +140,9 @@ class EnginePool:
         # Before each engine log's number: an xdist worker's id, so that two
         # workers' engines never share a log (nor a teardown record's id).
         self.log_prefix = log_prefix
-        self._turn: Lease | None = None  # CPU tier: this worker's engine turn
+        self._turn: list[Lease] = []  # CPU tier: this worker's slots of the engine turn
+        # CPU tier: this module's engines need every slot (set per module by the plugin).
+        self.alone = False
         # A card's GPUs its engines left unrecovered, taken out when the card gives it back.
         self._card_losses: dict[Lease, dict[int, str]] = {}
         self._returned: set[Lease] = set()
@@ -309,7 +315,7 @@ class EnginePool:
         lease, owns = self._devices_for(label, gpus, lease)
         cls = OfflineEngine if spec.kind == "offline" else ServerEngine
         engine = cls(spec.model, spec.args, self.interpreter, log, name=spec.name,
-                     env={**spec.env, **(lease.env() if lease else {})},
+                     env={**spec.env, **(lease.env() if lease else {}), **self._slot_env(spec)},
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
         engine.stall_s = self.stall_s
         if ahead:
@@ -343,8 +349,10 @@ class EnginePool:
             return None, True
         if self.interpreter.tier != "gpu":
             with self._lock:
-                if self._turn is None:
-                    self._turn = self.ledger.acquire(1, f"engines of pid {os.getpid()}")
+                need = len(self.ledger.devices) if self.alone else 1
+                held = sum(len(t.devices) for t in self._turn)
+                if held < need:
+                    self._turn.append(self.ledger.acquire(need - held, f"engines of pid {os.getpid()}"))
             return None, True
         if lease is not None:  # one card, one engine on it: the one before goes
             for key in [k for k, e in self.handles.items() if e.lease == lease]:
@@ -387,9 +395,23 @@ class EnginePool:
     def _end_turn(self) -> None:
         """CPU tier: the engine turn goes to another worker once none of ours
         is up or on its way."""
-        if self._turn is not None and not self.handles and not self._ahead:
-            self.ledger.release(self._turn)
-            self._turn = None
+        if self._turn and not self.handles and not self._ahead:
+            for turn in self._turn:
+                self.ledger.release(turn)
+            self._turn = []
+
+    def _slot_env(self, spec: EngineSpec) -> dict:
+        """CPU tier: a TP 1 engine computes on this worker's slots' cores;
+        none beyond the runner's placement when the worker holds every slot,
+        as a run of one worker does, or for a TP size above 1, whose ranks
+        keep one core each: two ranks on one core beside another worker's
+        engine outlasted vLLM's 5 s shutdown grace and left their /dev/shm
+        segments behind (make run, 2026-12-04)."""
+        slots = sorted(d for turn in self._turn for d in turn.devices)
+        if (self.interpreter.tier == "gpu" or not slots or len(slots) == len(self.ledger.devices)
+                or tensor_parallel(spec.args) > 1):
+            return {}
+        return {BIND_ENV: ",".join(map(str, slot_cores(slots, len(self.ledger.devices))))}
 
     def card_lease(self, holder: str) -> Lease | None:
         """One whole GPU for a card's ballast and the engines run on it

@@ -31,6 +31,11 @@ def worker_id(config: pytest.Config) -> str:
     return config.workerinput["workerid"] if is_worker(config) else "main"
 
 
+def worker_count(config: pytest.Config) -> int:
+    """How many processes run this run's checks: its xdist workers, or 1."""
+    return int(config.workerinput["workercount"]) if is_worker(config) else 1
+
+
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 

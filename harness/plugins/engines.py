@@ -29,11 +29,13 @@ from harness.engines.teardown import teardown_record
 from harness.memory.samplers import Sampler
 from harness.models import tier_settings
 from harness.plugins import retirement
-from harness.plugins.common import model_entry_of, worker_id
+from harness.plugins.common import history_path, is_controller, model_entry_of, worker_count, worker_id
+from harness.results.history import last_durations, read_history
 from harness.results.record import CheckRecord
 from harness.runner import Runner
 from harness.runner.check import Check
 from harness.runner.facts import attach_runs
+from harness.shards import module_order
 
 # On Ctrl-C engines get this long to stop before they are killed.
 INTERRUPT_GRACE_S = 1.0
@@ -74,6 +76,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "alone: the module's engines have the machine to themselves on the CPU "
+                                       "tier (no other worker's engine computes beside them): for timings")
+    if config.getoption("engine_url") and is_controller(config) and int(config.option.numprocesses) > 1:
+        raise pytest.UsageError("--engine-url: one server serves every check, so its checks run in one "
+                                "process (-n 0; make run: RUN_WORKERS=0)")
     try:
         faults = [f for f in config.getoption("inject_faults").split(",") if f]
         env = fault_env(*faults, scale=config.getoption("fault_scale")) if faults else {}
@@ -91,11 +98,13 @@ def engine_pool(pytestconfig, engine_interpreter):
     remove_stale_socket_dirs()
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
     # The ledger is the run's, shared by its xdist workers: GPUs on the GPU
-    # tier, one engine turn on the CPU tier (harness.engines.devices).
+    # tier, the engine turn on the CPU tier, a slot per worker up to one per
+    # core (harness.engines.devices).
     stall_s = pytestconfig.getoption("stall_seconds") or tier_settings(
         engine_interpreter.tier, pytestconfig.getoption("models_file")).stall_s
     pool = EnginePool(engine_interpreter, run_dir / "engines", stall_s=stall_s,
-                      ledger=None if state.engine_url else run_ledger(run_dir, engine_interpreter.tier),
+                      ledger=None if state.engine_url else run_ledger(run_dir, engine_interpreter.tier,
+                                                                      worker_count(pytestconfig)),
                       log_prefix="" if (worker := worker_id(pytestconfig)) == "main" else f"{worker}-")
     pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)
     state.pool = pool
@@ -111,6 +120,8 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
     Its engines are retired after the module's last check of this model
     (see pytest_runtest_teardown)."""
     state = pytestconfig.stash[ENGINES]
+    # CPU tier: a module marked `alone` has the machine to itself (every slot of the engine turn).
+    engine_pool.alone = request.node.get_closest_marker("alone") is not None
 
     def on_engine(engine) -> None:
         ident = engine.identity
@@ -143,8 +154,20 @@ def check(request, check_record) -> Check:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Within each module, run one model's checks together (otherwise in the
-    order pytest chose)."""
+    order pytest chose). On xdist workers (`make run`: --dist loadscope
+    --no-loadscope-reorder, a module per work unit), the modules longest
+    first by the history's durations, those marked `alone` last: an `alone`
+    module waits for the other workers' modules to end and keeps them
+    waiting while it runs, so it goes where little else is left."""
     items[:] = retirement.group_by_model(items)
+    if worker_count(config) > 1:
+        modules: dict[str, list[pytest.Item]] = {}
+        for item in items:
+            modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+        durations = last_durations(read_history(history_path(config)).entries, config.getoption("tier", None))
+        alone = {m for m, its in modules.items() if its[0].get_closest_marker("alone")}
+        order = module_order({m: tuple(i.nodeid for i in its) for m, its in modules.items()}, durations, alone)
+        items[:] = [item for m in order for item in modules[m]]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
