@@ -385,29 +385,38 @@ def test_a_module_alone_waits_for_every_slot_and_keeps_the_machines_placement(tw
     assert BIND_ENV not in engine.env and set(pool.ledger.state()["held"]) == {"0", "1"}
 
 
-def _takes_a_free_slot(path: str, log: str) -> None:
-    Path(log).write_text(repr(DeviceLedger.turn(path, 2).try_acquire(1, "late worker")))
+def _waits_for_both(path: str, log: str) -> None:
+    """A worker (a later process: a higher pid) waiting for every slot."""
+    ledger = DeviceLedger.turn(path, 2)
+    lease = ledger.acquire(2, "alone", wait_s=20)
+    Path(log).write_text(f"{time.monotonic()} ")
+    time.sleep(0.5)
+    with open(log, "a") as f:
+        f.write(f"{time.monotonic()}")
+    ledger.release(lease)
 
 
 def test_a_worker_waiting_for_every_slot_is_not_overtaken(tmp_path):
-    """Slot 1 is free while this worker waits for both: a worker that comes
-    later for one slot does not get it, so the wait for both ends."""
-    path, log = tmp_path / "engine-turn.json", tmp_path / "late.txt"
+    """Slot 1 is free while a worker waits for both: this worker (a lower
+    pid), coming later for one slot, waits until that one had both."""
+    path, log = tmp_path / "engine-turn.json", tmp_path / "alone.txt"
     ctx = multiprocessing.get_context("fork")
-    holder = ctx.Process(target=lambda: (DeviceLedger.turn(path, 2).try_acquire(1, "busy"), time.sleep(2)))
-    holder.start()
-    time.sleep(0.5)  # it holds slot 0
-    waiting = threading.Thread(target=lambda: DeviceLedger(path, [0, 1], poll_s=0.01, fair=True).acquire(2, "alone",
-                                                                                                      wait_s=20))
-    waiting.start()
-    time.sleep(0.3)
-    late = ctx.Process(target=_takes_a_free_slot, args=(str(path), str(log)))
-    late.start()
-    late.join(20)
-    assert log.read_text() == "None"
-    holder.join(20)  # (reaped: a dead holder's slot is free)
-    waiting.join(20)
-    assert not waiting.is_alive() and set(DeviceLedger.turn(path, 2).state()["held"]) == {"0", "1"}
+    held, release = ctx.Event(), ctx.Event()
+    busy = ctx.Process(target=_holds_a_slot, args=(str(path), held, release))
+    busy.start()
+    assert held.wait(20)
+    alone = ctx.Process(target=_waits_for_both, args=(str(path), str(log)))
+    alone.start()
+    ledger = DeviceLedger.turn(path, 2)
+    while str(alone.pid) not in ledger.state().get("waiting", {}):
+        time.sleep(0.01)
+    threading.Timer(0.3, release.set).start()
+    ledger.acquire(1, "late", wait_s=20)
+    got = time.monotonic()
+    alone.join(20)
+    busy.join(20)
+    began, ended = map(float, log.read_text().split())
+    assert ended <= got, (began, ended, got)
 
 
 # --- the runner: what a scenario sees -----------------------------------------------

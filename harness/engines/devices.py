@@ -129,15 +129,16 @@ class DeviceLedger:
             for key in [k for k, h in held.items() if not psutil.pid_exists(h["pid"])]:
                 del held[key]  # its holder died: a crashed worker
             usable = self._usable(count, holder, state, mine_too=False)
-            waiting = [pid for pid in state.get("waiting", {}) if psutil.pid_exists(int(pid))]
-            if self.fair and waiting and waiting[0] != str(os.getpid()):
+            # (the queue is a list: the file's keys are sorted, so "waiting" keeps no order)
+            queue = [pid for pid in state.get("queue", []) if pid in state.get("waiting", {}) and psutil.pid_exists(int(pid))]
+            if self.fair and queue and queue[0] != str(os.getpid()):
                 return None  # another worker has waited longer
             free = [d for d in usable if str(d) not in held]
             if len(free) < count:
                 return None
             for d in free[:count]:
                 held[str(d)] = {"pid": os.getpid(), "holder": holder}
-            state.get("waiting", {}).pop(str(os.getpid()), None)  # in the same breath: no false deadlock
+            _stop_waiting(state)  # in the same breath: no false deadlock
             return Lease(tuple(free[:count]), holder)
 
     def acquire(self, count: int, holder: str, *, wait_s: float = DEFAULT_WAIT_S,
@@ -163,7 +164,7 @@ class DeviceLedger:
                 time.sleep(self.poll_s)
         finally:
             with self._locked() as state:
-                state.get("waiting", {}).pop(str(os.getpid()), None)
+                _stop_waiting(state)
 
     def _usable(self, count: int, holder: str, state: dict, *, mine_too: bool) -> list[int]:
         """The devices not taken out; raises when `count` of them can never
@@ -209,10 +210,19 @@ def _wait_in(state: dict, holder: str) -> None:
     two holding a card each): none of them would ever give one back."""
     waiting = state.setdefault("waiting", {})
     waiting[str(os.getpid())] = holder
+    queue = state.setdefault("queue", [])
+    if str(os.getpid()) not in queue:
+        queue.append(str(os.getpid()))
     others = {h["pid"] for h in state["held"].values() if h["pid"] != os.getpid()}
     if others and all(str(pid) in waiting for pid in others):
         raise NotHostable(f"{holder}: every GPU is held by a worker that waits too (a deadlock): "
                           f"{_held_text(state['held'])}")
+
+
+def _stop_waiting(state: dict) -> None:
+    state.get("waiting", {}).pop(str(os.getpid()), None)
+    if str(os.getpid()) in state.get("queue", []):
+        state["queue"].remove(str(os.getpid()))
 
 
 def _lost_text(lost: dict[str, str]) -> str:
