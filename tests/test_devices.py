@@ -357,11 +357,12 @@ def two_slot_turn(tmp_path, monkeypatch):
 def test_beside_another_worker_an_engine_computes_on_its_own_slots_core(two_slot_turn):
     """The other worker took slot 0 (core 0): this worker's engines get slot
     1 and are bound to core 1; a TP 2 engine keeps its ranks' placement
-    over both cores."""
+    over both cores, and a longer grace for its ranks to exit."""
     pool, _ = two_slot_turn
     tp1 = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
     tp2 = handle(pool, {TP_ARG: 2}, label="s2", name="m", env={VISIBLE_ENV: "0", BIND_ENV: "0|1"}).engine
     assert tp1.env[BIND_ENV] == "1" and tp2.env[BIND_ENV] == "0|1"
+    assert pool_mod.SHUTDOWN_GRACE_ENV not in tp1.env and tp2.env[pool_mod.SHUTDOWN_GRACE_ENV] == "20"
     assert {d: h["pid"] == os.getpid() for d, h in pool.ledger.state()["held"].items()} == {"0": False, "1": True}
     pool.release_since(0)
     assert set(pool.ledger.state()["held"]) == {"0"}

@@ -55,6 +55,10 @@ from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_
 from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server", "remote")
+# vLLM's wait for its workers to exit before it terminates them (default 5 s),
+# for a TP engine on a machine shared with another worker; under RETIRE_GRACE_S.
+SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+SHARED_SHUTDOWN_GRACE_S = 20
 
 
 @dataclass(frozen=True)
@@ -401,16 +405,18 @@ class EnginePool:
             self._turn = []
 
     def _slot_env(self, spec: EngineSpec) -> dict:
-        """CPU tier: a TP 1 engine computes on this worker's slots' cores;
-        none beyond the runner's placement when the worker holds every slot,
-        as a run of one worker does, or for a TP size above 1, whose ranks
-        keep one core each: two ranks on one core beside another worker's
-        engine outlasted vLLM's 5 s shutdown grace and left their /dev/shm
-        segments behind (make run, 2026-12-04)."""
+        """CPU tier, beside another worker: a TP 1 engine computes on this
+        worker's slots' cores. A TP size above 1 keeps the runner's
+        placement, a core per rank, and vLLM's grace for its ranks to exit
+        gets longer: beside another worker's engine they outlasted the 5 s
+        default and left their /dev/shm segments behind, twice in four
+        `make run`s (2026-12-04). Nothing beyond the runner's placement when
+        the worker holds every slot, as a run of one worker does."""
         slots = sorted(d for turn in self._turn for d in turn.devices)
-        if (self.interpreter.tier == "gpu" or not slots or len(slots) == len(self.ledger.devices)
-                or tensor_parallel(spec.args) > 1):
+        if self.interpreter.tier == "gpu" or not slots or len(slots) == len(self.ledger.devices):
             return {}
+        if tensor_parallel(spec.args) > 1:
+            return {SHUTDOWN_GRACE_ENV: str(SHARED_SHUTDOWN_GRACE_S)}
         return {BIND_ENV: ",".join(map(str, slot_cores(slots, len(self.ledger.devices))))}
 
     def card_lease(self, holder: str) -> Lease | None:
