@@ -15,9 +15,9 @@ worker) counts as free again.
 The CPU tier uses the same ledger over its slots, the engine turn
 (`DeviceLedger.turn`): one slot per worker up to one per core, each slot a
 share of the cores (`slot_cores`). A worker holds a slot while any engine of
-its own is up, and every slot for a module whose timings another worker's
-engines must not disturb (the soak's latency), so that each worker's engines
-compute on cores of their own.
+its own is up, and every slot for a module marked `alone` (the soak's
+latency, the aborts' timing), so that each worker's engines compute on cores
+of their own.
 
 Indices are NVML's, and the lease's environment sets CUDA_DEVICE_ORDER=
 PCI_BUS_ID so that CUDA numbers the visible devices in the same order.

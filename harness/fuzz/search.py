@@ -163,7 +163,7 @@ def search(strategy, judge: Callable[[dict], None], *, budget_s: float, seed: in
     def judged(spec: dict) -> None:
         key = canonical(spec)
         if key not in verdicts:
-            if clock.elapsed() > out.shrink_s if replaying else clock.spent():
+            if (clock.elapsed() > out.shrink_s) if replaying else clock.spent():
                 return  # passed unjudged: hypothesis ends its round at once
             out.examples += 1
             out.shapes[shape(spec)] += 1
