@@ -29,7 +29,7 @@ from harness.engines.teardown import teardown_record
 from harness.memory.samplers import Sampler
 from harness.models import tier_settings
 from harness.plugins import retirement
-from harness.plugins.common import history_path, is_controller, model_entry_of, worker_count, worker_id
+from harness.plugins.common import history_path, is_check, is_controller, model_entry_of, worker_count, worker_id
 from harness.results.history import last_durations, read_history
 from harness.results.record import CheckRecord
 from harness.runner import Runner
@@ -160,7 +160,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module waits for the other workers' modules to end and keeps them
     waiting while it runs, so it goes where little else is left."""
     items[:] = retirement.group_by_model(items)
-    if worker_count(config) > 1:
+    if worker_count(config) > 1 and items and all(is_check(item) for item in items):  # (not make test's tests)
         modules: dict[str, list[pytest.Item]] = {}
         for item in items:
             modules.setdefault(item.nodeid.split("::")[0], []).append(item)
