@@ -262,13 +262,18 @@ def test_the_interpreters_probe_waits_until_the_instant_checks_pass(monkeypatch)
     assert problems(Needs("cpu", engine_url="http://127.0.0.1:1", interpreter=object())) == ["nothing answers"]
 
 
-def test_under_xdist_the_controller_checks_before_any_worker_starts(pytester):
-    """Only xdist's workers collect: the controller checks what the options select."""
+def _remote_run_on_workers(pytester, workers: int):
+    """A one-check family run on `workers` xdist workers against a server that is not there."""
     pytester.makeconftest('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
                           '"harness.plugins.matrix", "harness.plugins.engines", "harness.plugins.preflight"]\n')
     pytester.makepyfile(test_family="def test_check(model_entry, check_record):\n    pass\n")
-    result = pytester.runpytest("-p", "xdist", "-n", "1", "--engine-url", "http://127.0.0.1:1",
-                                f"--results-dir={pytester.path / 'run'}")
+    return pytester.runpytest("-p", "xdist", "-n", str(workers), "--engine-url", "http://127.0.0.1:1",
+                              f"--results-dir={pytester.path / 'run'}")
+
+
+def test_under_xdist_the_controller_checks_before_any_worker_starts(pytester):
+    """Only xdist's workers collect: the controller checks what the options select."""
+    result = _remote_run_on_workers(pytester, 1)
     assert result.ret == ExitStatus.USAGE
     result.stderr.fnmatch_lines(["ERROR: preflight: *", "  - --engine-url http://127.0.0.1:1: no server answers there*"])
     assert "bringing up nodes" not in result.stdout.str() and not (pytester.path / "run").exists()
@@ -277,10 +282,6 @@ def test_under_xdist_the_controller_checks_before_any_worker_starts(pytester):
 def test_one_remote_server_is_never_shared_by_two_workers(pytester):
     """Two workers would send their modules' checks to the one server at
     once: a one-step premise could never hold. Refused before any worker."""
-    pytester.makeconftest('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
-                          '"harness.plugins.matrix", "harness.plugins.engines", "harness.plugins.preflight"]\n')
-    pytester.makepyfile(test_family="def test_check(model_entry, check_record):\n    pass\n")
-    result = pytester.runpytest("-p", "xdist", "-n", "2", "--engine-url", "http://127.0.0.1:1",
-                                f"--results-dir={pytester.path / 'run'}")
+    result = _remote_run_on_workers(pytester, 2)
     assert result.ret == ExitStatus.USAGE
     result.stderr.fnmatch_lines(["ERROR: --engine-url: one server serves every check*RUN_WORKERS=0)"])

@@ -130,7 +130,8 @@ class DeviceLedger:
                 del held[key]  # its holder died: a crashed worker
             usable = self._usable(count, holder, state, mine_too=False)
             # (the queue is a list: the file's keys are sorted, so "waiting" keeps no order)
-            queue = [pid for pid in state.get("queue", []) if pid in state.get("waiting", {}) and psutil.pid_exists(int(pid))]
+            waiting = state.get("waiting", {})
+            queue = [pid for pid in state.get("queue", []) if pid in waiting and psutil.pid_exists(int(pid))]
             if self.fair and queue and queue[0] != str(os.getpid()):
                 return None  # another worker has waited longer
             free = [d for d in usable if str(d) not in held]
