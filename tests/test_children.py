@@ -39,6 +39,15 @@ def _wait_for(predicate, timeout=60.0):
     raise AssertionError("timed out")
 
 
+def _cmdline(process):
+    """The command line, or "" for a child that ended since it was listed
+    (the venv's own short-lived helpers do)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.NoSuchProcess:
+        return ""
+
+
 def test_a_child_past_its_timeout_gets_sigint_and_winds_down(tmp_path):
     marker = tmp_path / "marker"
     with pytest.raises(subprocess.TimeoutExpired):
@@ -111,7 +120,7 @@ def test_sigterm_to_engines_install_stops_pip_and_leaves_no_staging(tmp_path, si
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def pip_running():
-        return [p for p in psutil.Process(proc.pid).children(recursive=True) if "-m pip install" in " ".join(p.cmdline())]
+        return [p for p in psutil.Process(proc.pid).children(recursive=True) if "-m pip install" in _cmdline(p)]
     pips = _wait_for(pip_running, timeout=120)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=90)
