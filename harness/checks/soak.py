@@ -21,8 +21,11 @@ def check_ran(soak: Soak) -> None:
     """A soak ended by a crash or a hang fails every check with that cause."""
     if soak.stopped is not None:
         crash = soak.stopped
+        last = soak.waves[-1] if soak.waves else None
         raise CheckFailure(crash.cause, f"the soak stopped after {soak.elapsed_s:.0f} of {soak.seconds:.0f} s "
-                           f"({soak.requests} requests): {crash.detail}", evidence={"crash": crash.to_dict()})
+                           f"({soak.requests} requests): {crash.detail}",
+                           evidence={"crash": crash.to_dict(), "stopped_at_s": round(soak.elapsed_s, 1),
+                                     "last_wave_sent_s": round(last.sent_s, 1) if last else None})
 
 
 def sampled_waves(soak: Soak, settings: SoakSettings) -> list[int]:

@@ -249,11 +249,26 @@ DATA_CACHES = {"vllm.multimodal.cache.base": "MultiModalProcessorOnlyCache",
 
 
 def _item_size(item) -> tuple:
-    """What tells two processed items apart by size: their fields and bytes."""
+    """What tells two processed items apart by size: each field's shape, and
+    the sum of each integer or boolean field (a mask's valid length, the
+    positions of a patch grid). Bytes alone are not enough: two clips padded
+    to one length hold the same bytes, and the shorter one's features on the
+    longer one's placeholders kill the engine (64 tokens for 65) instead of
+    answering wrong, which is this fault's point."""
+    import torch
     from vllm.multimodal.cache.base import MultiModalCache
 
+    def geometry(data):
+        if isinstance(data, torch.Tensor):
+            return tuple(data.shape), None if data.is_floating_point() else int(data.sum())
+        if isinstance(data, (list, tuple)):
+            return tuple(geometry(d) for d in data)
+        return type(data).__name__
+
     fields = getattr(item, "data", item)
-    return tuple(sorted(fields)) if hasattr(fields, "keys") else (), MultiModalCache.get_item_size(item)
+    if not hasattr(fields, "items"):
+        return (MultiModalCache.get_item_size(item),)
+    return tuple(sorted((name, geometry(getattr(elem, "data", elem))) for name, elem in fields.items()))
 
 
 def _processor_cache_cross(module) -> None:
