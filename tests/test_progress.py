@@ -88,3 +88,24 @@ def test_quiet_under_q(suite):
     assert result.ret == ExitStatus.OK
     assert result.stdout.lines and not [line for line in result.stdout.lines
                                         if line.startswith("mmharness: [") or "engine stub" in line]
+
+
+def test_xdist_workers_tell_their_own_progress_on_stderr(suite):
+    """The workers have no terminal reporter: each writes its lines, named
+    by the worker and without counts, to the stderr xdist leaves it."""
+    result = _run(suite, "-n", "2", "--dist", "loadfile")
+    assert result.ret == ExitStatus.OK, result.stdout.str()[-2000:]
+    first = models_for("cpu")[0].name
+    result.stderr.fnmatch_lines([
+        f"mmharness: gw?: test_family_a on {first}",
+        "mmharness: gw?: starting offline engine stub (engines/01-offline-stub.log)",
+        "mmharness: gw?: offline engine stub ready in 34.6 s",
+    ])
+    result.stderr.fnmatch_lines(["mmharness: gw?: test_family_b"])
+    assert not [line for line in result.stderr.lines if line.startswith("mmharness: gw") and "/5]" in line]
+
+
+def test_xdist_workers_are_quiet_under_q(suite):
+    result = _run(suite, "-n", "2", "--dist", "loadfile", "-q")
+    assert result.ret == ExitStatus.OK
+    assert not [line for line in result.stderr.lines + result.stdout.lines if line.startswith("mmharness: gw")]

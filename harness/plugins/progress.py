@@ -7,24 +7,34 @@ ready, failed or is retried.
     mmharness: starting offline engine tiny-gemma4 (engines/03-offline-tiny-gemma4.log)
     mmharness: offline engine tiny-gemma4 ready in 34.2 s
 
-Quiet under -q, as pytest's own chatter is. Under xdist the workers have no
-terminal: the controller shows xdist's own progress instead.
+Quiet under -q, as pytest's own chatter is. Under xdist the controller
+shows xdist's own progress, and each worker, which has no terminal
+reporter, writes its lines to the terminal's stderr itself, named by the
+worker and without counts (a worker does not know its share in advance):
+
+    mmharness: gw1: test_soak on tiny-gemma4
+    mmharness: gw1: starting server engine tiny-gemma4 (engines/gw1-02-server-tiny-gemma4.log)
 """
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
 from harness.engines.pool import EngineStart
-from harness.plugins.common import is_check, is_worker, model_entry_of
+from harness.plugins.common import is_check, is_worker, model_entry_of, worker_id
 
 
 class Progress:
-    def __init__(self, config: pytest.Config, terminal, total: int):
-        self.terminal, self.total = terminal, total
+    """`terminal`: the terminal reporter, or None on an xdist worker (`worker`
+    names it): its lines go to stderr, which xdist leaves on the terminal."""
+
+    def __init__(self, config: pytest.Config, terminal, total: int, worker: str | None = None):
+        self.terminal, self.total, self.worker = terminal, total, worker
         self.capture = config.pluginmanager.get_plugin("capturemanager")
-        self.dots = config.get_verbosity() <= 0  # pytest writes a letter per check on the module's line
+        # pytest writes a letter per check on the module's line (the controller's, under xdist)
+        self.dots = config.get_verbosity() <= 0 and terminal is not None
         self.done = 0
         self.group: tuple[str, str | None] | None = None
         # A line of ours ended the module's line of letters while a check ran:
@@ -35,7 +45,10 @@ class Progress:
     def line(self, text: str) -> None:
         # An engine starts inside a check's setup, while pytest captures output.
         with self.capture.global_and_fixture_disabled() if self.capture else contextlib.nullcontext():
-            self.terminal.write_line(f"mmharness: {text}")  # it ends a line of letters first
+            if self.terminal is not None:
+                self.terminal.write_line(f"mmharness: {text}")  # it ends a line of letters first
+            else:  # a new line first: the controller may be amid a line of letters
+                os.write(2, f"\nmmharness: {self.worker}: {text}\n".encode())
         self.reopen = self.running and self.dots
 
     @pytest.hookimpl(tryfirst=True)
@@ -52,7 +65,8 @@ class Progress:
         if group != self.group:
             self.group = group
             on = f" on {group[1]}" if group[1] else ""
-            self.line(f"[{self.done}/{self.total}] {group[0].rsplit('.', 1)[-1]}{on}")
+            count = f"[{self.done}/{self.total}] " if self.worker is None else ""
+            self.line(f"{count}{group[0].rsplit('.', 1)[-1]}{on}")
 
     def engine_start(self, start: EngineStart) -> None:
         what = f"{start.kind} engine {start.name}" + (" (started ahead)" if start.ahead else "")
@@ -68,12 +82,13 @@ PROGRESS = pytest.StashKey[Progress]()
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None and config.get_verbosity() >= 0 and not is_worker(config) \
+    terminal = None if is_worker(config) else config.pluginmanager.get_plugin("terminalreporter")
+    if (terminal is not None or is_worker(config)) and config.get_verbosity() >= 0 \
             and not config.option.collectonly:
         checks = sum(1 for item in session.items if is_check(item))
         if checks:  # the harness's own tests are not a run to follow
-            config.stash[PROGRESS] = Progress(config, terminal, checks)
+            worker = worker_id(config) if is_worker(config) else None
+            config.stash[PROGRESS] = Progress(config, terminal, checks, worker)
             config.pluginmanager.register(config.stash[PROGRESS], "mmharness-progress")
 
 
