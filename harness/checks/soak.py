@@ -56,15 +56,16 @@ def check_answered(soak: Soak) -> dict:
 
 
 def memory_fits(soak: Soak, settings: SoakSettings) -> dict:
-    """Per process: the fit of its resident MiB over thousands of requests
-    answered, after the warm-up, against the leak bound."""
+    """Per process (and per process's device memory, on a GPU): the fit of
+    its MiB over thousands of requests answered, after the warm-up, against
+    the leak bound."""
     readings = soak.readings
     skip = sum(1 for r in readings if r.requests <= settings.warmup_requests)
     step = max(1, (len(readings) - skip) // MAX_FIT_POINTS)
     kept = readings[:skip] + readings[skip::step]
     out = {}
-    for process in sorted({p for r in kept for p in r.rss_mib}):
-        series = [(r.requests / 1000, r.rss_mib[process]) for r in kept if process in r.rss_mib]
+    for process in sorted({p for r in kept for p in r.mib}):
+        series = [(r.requests / 1000, r.mib[process]) for r in kept if process in r.mib]
         xs, ys = [x for x, _ in series], [y for _, y in series]
         try:
             out[process] = growth(theil_sen(xs, ys, skip=min(skip, len(xs))),
@@ -81,7 +82,7 @@ def check_no_leak(soak: Soak, settings: SoakSettings) -> dict:
     fits = memory_fits(soak, settings)
     evidence = {"leak_bound_mib_per_1k_requests": settings.leak_mib_per_1k_requests,
                 "fits": {p: {"verdict": g.verdict, **g.fit.to_dict()} for p, g in fits.items()},
-                "series": {p: [[r.requests, round(r.rss_mib[p], 1)] for r in soak.readings if p in r.rss_mib]
+                "series": {p: [[r.requests, round(r.mib[p], 1)] for r in soak.readings if p in r.mib]
                            for p in fits}}
     leaks = {p: g for p, g in fits.items() if g.verdict == "leak"}
     if leaks:

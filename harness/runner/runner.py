@@ -37,7 +37,7 @@ from harness.engines.parallel import NotHostable, heads_divide, placement, tenso
 from harness.engines.pool import EnginePool, EngineSpec
 from harness.models import ModelEntry
 from harness.runner.run import EngineUse, Run, Sent
-from harness.soak.drive import Soak, drive
+from harness.soak.drive import Soak, drive, gpu_reader
 from harness.soak.load import SoakMix
 from harness.workloads.chat import with_content_uuids, with_uuids
 from harness.workloads.request import Workload
@@ -238,7 +238,13 @@ class Runner:
         against each_alone. An engine that never started leaves a soak of no
         waves whose `run` raises the start-up failure."""
         use = self._use("server", Workload("soak", ()), engine_args)
-        soak = drive(use.engine, mix, sampling, seconds) if use.engine is not None else Soak(seconds)
+        if use.engine is None:
+            soak = Soak(seconds)
+        elif use.watch is not None and use.watch.gpu:  # each process's device memory too
+            with gpu_reader(use.engine, use.watch.devices) as gpu:
+                soak = drive(use.engine, mix, sampling, seconds, gpu=gpu)
+        else:
+            soak = drive(use.engine, mix, sampling, seconds)
         soak.use = use
         return soak
 

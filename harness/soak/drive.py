@@ -1,17 +1,21 @@
 """Driving a soak: waves of the mix's requests, streamed to the server one
 wave after another for the time budget, each wave released together. After
 each wave the resident memory of every engine process is read, so memory
-is a series over requests served. The first crash or hang ends the soak:
-what came before it is kept."""
+is a series over requests served: each process's resident memory and, on
+a GPU, each process's device memory as NVML lists it. The first crash or
+hang ends the soak: what came before it is kept."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 import psutil
 
 from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion, EngineCrashed, Result
+from harness.memory.nvml import Nvml
 from harness.soak.latency import Timing
 from harness.soak.load import SoakMix
 from harness.workloads.request import Workload
@@ -29,10 +33,12 @@ class Wave:
 
 @dataclass(frozen=True)
 class Reading:
-    """Resident memory per engine process (MiB) once `requests` were answered."""
+    """Memory per engine process (MiB) once `requests` were answered: its
+    resident memory under the process's name, its device memory under
+    `gpu <name>`."""
     requests: int
     t_s: float
-    rss_mib: dict[str, float]
+    mib: dict[str, float]
 
 
 @dataclass
@@ -82,12 +88,17 @@ class Soak:
         return out
 
 
+def _labels(engine) -> dict[int, str]:
+    """The engine's processes, named as the engine named them when it became
+    ready (the leader: the API server)."""
+    return {pid: "api-server" if pid == engine.proc.pid else f"{name}[{pid}]"
+            for pid, name in engine.proc.vital.items()}
+
+
 def process_rss(engine) -> dict[str, float]:
-    """MiB resident per live process of the engine, named as the engine
-    named them when it became ready (the leader: the API server)."""
+    """MiB resident per live process of the engine."""
     out = {}
-    for pid, name in engine.proc.vital.items():
-        label = "api-server" if pid == engine.proc.pid else f"{name}[{pid}]"
+    for pid, label in _labels(engine).items():
         try:
             out[label] = engine.proc.seen.get(pid, psutil.Process(pid)).memory_info().rss / MIB
         except psutil.NoSuchProcess:
@@ -95,8 +106,36 @@ def process_rss(engine) -> dict[str, float]:
     return out
 
 
-def drive(engine, mix: SoakMix, sampling: Sampling, seconds: float) -> Soak:
-    """Waves until `seconds` have passed (a wave begun in time is finished)."""
+def process_gpu(engine, nvml, devices) -> dict[str, float]:
+    """MiB of device memory per process of the engine that NVML lists on
+    `devices` (summed over them), as `gpu <name>`. A process NVML does not
+    list (another PID namespace, or no memory there) has no figure."""
+    labels, out = _labels(engine), {}
+    for index in devices:
+        for pid, used in nvml.processes(index).items():
+            if pid in labels and used is not None:
+                key = f"gpu {labels[pid]}"
+                out[key] = out.get(key, 0.0) + used / MIB
+    return out
+
+
+@contextmanager
+def gpu_reader(engine, devices: list[int] | None):
+    """`process_gpu` of the engine on its devices (None: every device), over
+    one NVML session."""
+    nvml = Nvml()
+    try:
+        on = devices if devices is not None else list(range(nvml.device_count()))
+        yield lambda: process_gpu(engine, nvml, on)
+    finally:
+        nvml.close()
+
+
+def drive(engine, mix: SoakMix, sampling: Sampling, seconds: float, *,
+          gpu: Callable[[], dict[str, float]] | None = None) -> Soak:
+    """Waves until `seconds` have passed (a wave begun in time is finished).
+    `gpu`: the engine's device memory per process, read after each wave
+    beside the host's (the GPU tier)."""
     soak = Soak(seconds=seconds)
     start = time.monotonic()
     served = 0
@@ -110,6 +149,7 @@ def drive(engine, mix: SoakMix, sampling: Sampling, seconds: float) -> Soak:
         if crash is not None:
             soak.stopped = crash
             break
-        soak.readings.append(Reading(served, time.monotonic() - start, process_rss(engine)))
+        soak.readings.append(Reading(served, time.monotonic() - start,
+                                     process_rss(engine) | (gpu() if gpu else {})))
     soak.elapsed_s = time.monotonic() - start
     return soak
