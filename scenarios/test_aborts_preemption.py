@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.checks.aborts import none_aborted_holding_blocks
 from harness.engines.base import Sampling
 from harness.workloads.pressure import abandon_plan, pressure_workload
 
@@ -36,6 +37,11 @@ SAMPLING = Sampling(max_tokens=128, ignore_eos=True, logprobs=5)
 # (512) leaves room for, so that the engine is still at it when their
 # leaving reaches it, however busy the machine.
 LEAVING = Sampling(max_tokens=280, ignore_eos=True)
+# Rounds of leaving clients sent at most. A fast engine can finish a
+# leaver's 280 tokens before its client's leaving reaches it: on 2026-12-04
+# the tiny engine ran them in about a second, and once both clients left
+# after the end (aborting nothing) though the module had the machine to itself.
+ABANDON_ROUNDS = 3
 
 
 # --- workload and runs ------------------------------------------------------------
@@ -65,11 +71,24 @@ def plan(workload) -> list[int | None]:
 
 
 @pytest.fixture(scope="module")
-def abandoned(runner, workload, plan, pressed):
+def abandon_rounds() -> list:
+    """The rounds of leaving clients sent, the last one judged."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def abandoned(runner, workload, plan, pressed, abandon_rounds):
     """Then every request at once again, every other client asking for a
     long answer and going away once the engine has begun it; observed
-    until the scheduler is idle."""
-    return runner.abandoning(workload, SAMPLING, plan, leaving=LEAVING)
+    until the scheduler is idle. A round in which every leaving client
+    left after the engine had finished its request is sent again, up to
+    ABANDON_ROUNDS in all; the checks judge the last."""
+    for _ in range(ABANDON_ROUNDS):
+        run = runner.abandoning(workload, SAMPLING, plan, leaving=LEAVING)
+        abandon_rounds.append(run)
+        if run.use.failure or run.observed is None or not none_aborted_holding_blocks(run.observed):
+            return run
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +111,11 @@ def test_preempted_answers_match_references(pressed, references, check):
     check.all_invariant(pressed, references)
 
 
-def test_clients_gone_were_aborted(abandoned, plan, check):
+def test_clients_gone_were_aborted(abandoned, plan, abandon_rounds, check):
     """Premise, observed: the scheduler aborted the requests of clients
     that went away mid-stream (no other), one at least while it held KV
     blocks: what the memory check sees given back."""
+    check.note({"rounds_sent": len(abandon_rounds)})
     check.aborted(abandoned, sum(n is not None for n in plan))
 
 

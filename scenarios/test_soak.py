@@ -9,7 +9,9 @@ Workload → run → checks. The load (harness.soak.load): waves of the tier's
 concurrency, streamed to the server one after another for --soak-seconds;
 in each wave a pair with the same prompt and different media, new media
 (the caches churn) and media repeated across waves (the caches hit),
-images and clips of mixed sizes and durations. The engine's multimodal
+images and clips of mixed sizes and durations; where the family's server
+serves LoRA (models.toml), requests switch between the base model and the
+crafted `lm` adapter within each wave and from wave to wave. The engine's multimodal
 processor cache is kept small for this family (models.toml), so that it
 fills during the warm-up and churns after it, instead of growing through
 the whole soak towards its 4 GiB default. The bounds are the tier's
@@ -20,7 +22,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines.base import Sampling
-from harness.soak.load import SoakMix
+from harness.soak.load import SoakMix, soak_adapters
 from harness.workloads import audio
 
 # alone: its latency checks time the server; under `make run`'s two workers,
@@ -40,12 +42,15 @@ def soak(runner, soak_settings, soak_seconds, upcoming):
     the first wave: no start may share the machine with the soak it times
     (an engine at rest waits on a socket, costing no CPU)."""
     longest = audio.max_audio_seconds(runner.model) if "audio" in runner.entry.modalities else 0.0
-    mix = SoakMix(soak_settings.concurrency, runner.entry.modalities, max_audio_s=longest or 6.0)
+    adapters = soak_adapters(runner)
+    mix = SoakMix(soak_settings.concurrency, runner.entry.modalities, max_audio_s=longest or 6.0,
+                  adapters=adapters)
+    served = {"lora_modules": [f"{a.name}={a.path}" for a in adapters]} if adapters else None
     if upcoming.runs("test_soak_answers_match_references"):
         runner.start_ahead(reference=True)
-        runner.start_ahead("server")
+        runner.start_ahead("server", engine_args=served)
         runner.wait_ahead()
-    return runner.soak(mix, SAMPLING, soak_seconds)
+    return runner.soak(mix, SAMPLING, soak_seconds, engine_args=served)
 
 
 # --- checks ---------------------------------------------------------------------

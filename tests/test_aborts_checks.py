@@ -3,7 +3,7 @@ scheduler observations: each fails with its cause, and passes when what
 it judges holds."""
 import pytest
 
-from harness.checks.aborts import check_aborted, check_freed, check_preempted
+from harness.checks.aborts import check_aborted, check_freed, check_preempted, none_aborted_holding_blocks
 from harness.checks.verdicts import Cause, CheckFailure
 
 
@@ -49,6 +49,12 @@ def test_clients_gone_abort_their_requests_one_at_least_holding_blocks():
     # More aborts than clients gone: the scheduler aborted a request whose client stayed.
     found = failure(check_aborted, aborted({"a": 3}, {"b": 2}, {"c": 1}), 2)
     assert found.cause == Cause.PREMISE and "aborted 3 request(s)" in found.message
+
+
+def test_a_round_that_aborted_nothing_holding_blocks_is_told_apart_for_resending():
+    """What the aborts family resends a round for; a round whose premise holds is kept."""
+    assert none_aborted_holding_blocks([]) and none_aborted_holding_blocks(aborted({"a": 0}))
+    assert not none_aborted_holding_blocks(aborted({"a": 0}, {"c": 2}))
 
 
 def test_blocks_or_slots_still_held_when_idle_are_a_leak():

@@ -24,10 +24,13 @@ LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.
 # The soak family (added since) keeps the processor cache small on every entry;
-# the aborts-and-preemption family cuts tiny-gemma4's KV cache short.
-ADDED_SINCE = {("tiny-gemma4", "test_fuzz_multimodal"): {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2},
+# the aborts-and-preemption family cuts tiny-gemma4's KV cache short; the
+# soak on tiny-gemma4 switches between the base model and the lm adapter.
+LM_LORA = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 2}
+ADDED_SINCE = {("tiny-gemma4", "test_fuzz_multimodal"): LM_LORA,
                ("tiny-gemma4", "test_aborts_preemption"): {"num_gpu_blocks_override": 8, "max_model_len": 512},
-               **{(e, "test_soak"): {"mm_processor_cache_gb": 0.005} for e in BEFORE}}
+               **{(e, "test_soak"): {"mm_processor_cache_gb": 0.005} for e in BEFORE},
+               ("tiny-gemma4", "test_soak"): {"mm_processor_cache_gb": 0.005, **LM_LORA}}
 
 
 def _runner(entry, family) -> Runner:

@@ -6,6 +6,7 @@ import pytest
 
 from harness.checks.soak import check_answered, check_goodput, check_no_drift, check_no_leak, sampled_waves
 from harness.checks.verdicts import Cause, CheckFailure
+from harness.engines.base import LoraAdapter
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected
 from harness.models import tier_settings
 from harness.soak.drive import Reading, Soak, Wave
@@ -47,6 +48,20 @@ def test_the_mix_is_seeded_with_a_pair_new_and_repeated_media_in_every_wave():
     media = [r.conversation[-1]["content"][0] for r in repeats]
     assert len({str(m) for m in media}) == 3  # the same three items come back
     assert {r.facts["modality"] for i in range(4) for r in MIX.wave(i).requests} == {"image", "audio"}
+
+
+def test_given_an_adapter_requests_switch_models_in_every_wave_and_the_pair_shares_one():
+    lm = LoraAdapter("lm", "/adapters/lm", 1)
+    mix = SoakMix(4, frozenset({"text", "image", "audio"}), adapters=(lm,))
+    for index in range(6):
+        wave = mix.wave(index)
+        models = [r.adapter for r in wave.requests]
+        assert models[0] is models[1], wave.labels  # the pair: one prompt, one model, two media items
+        assert set(models) == {None, lm}, models  # base and adapter in every wave
+        assert [r.facts["adapter"] for r in wave.requests] == [m.name if m else "base" for m in models]
+        assert wave.adapters == models
+        assert [r.adapter for r in mix.wave(index + 1).requests] != models  # and each role switches
+    assert MIX.wave(3).adapters is None and "adapter" not in MIX.wave(3).requests[0].facts  # no LoRA: as before
 
 
 def test_a_mix_needs_a_pair_and_media():

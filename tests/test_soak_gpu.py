@@ -28,7 +28,7 @@ class Engine:
             SERVER: "APIServer", CORE: "VLLM::EngineCore", WORKER: "VLLM::Worker"})
         self.listed, self.climb_mib = listed, climb_mib
 
-    def chat_streamed(self, conversations, sampling):
+    def chat_streamed(self, conversations, sampling, adapters=None):
         self.listed[WORKER] += int(self.climb_mib * MIB * len(conversations))
         return [answer() for _ in conversations]
 

