@@ -43,11 +43,12 @@ def engine_core_pid(engine: Engine) -> int:
 
 def kill_core_during(engine: Engine, conversations: list, sampling: Sampling,
                      delay_s: float = 1.0) -> tuple[list[Result], float]:
-    """SIGKILL the engine core while the batch is in flight: once a step
-    holding every request of it was observed, where the engine is observed
-    (under load, a fixed delay can pass before all of them reached the
-    core), else `delay_s` into the batch. Returns the batch's results and
-    the seconds from the kill to the verdict."""
+    """SIGKILL the engine core while the batch is in flight: as soon as a
+    step holding every request of it was observed, where the engine is
+    observed (under load, a fixed delay can pass before all of them reached
+    the core; on a fast host the batch can end within it), else `delay_s`
+    into the batch. Returns the batch's results and the seconds from the
+    kill to the verdict."""
     core = engine_core_pid(engine)
     observations, offset = engine.observations, engine.observations.mark()
     killed_at: list[float] = []
@@ -57,15 +58,17 @@ def kill_core_during(engine: Engine, conversations: list, sampling: Sampling,
         return any(e.get("event") == "step" and e.get("requests", 0) >= len(conversations) for e in events)
 
     def kill() -> None:
-        time.sleep(delay_s)
+        if not observations.available:
+            time.sleep(delay_s)
         deadline = time.monotonic() + IN_FLIGHT_BOUND_S
         while observations.available and not all_in_one_step() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.01)
         killed_at.append(time.monotonic())
         os.kill(core, signal.SIGKILL)
 
     threading.Thread(target=kill, daemon=True).start()
     results = engine.chat(conversations, sampling)
     if not killed_at:
-        raise RuntimeError(f"the batch ended within {delay_s} s, before the kill: make it longer")
+        raise RuntimeError(f"the batch ended before the kill (its outcomes: {[type(r).__name__ for r in results]}): "
+                           "make it longer")
     return results, time.monotonic() - killed_at[0]
