@@ -29,14 +29,14 @@ def _engine_left(pgid: int) -> list[int]:
     return [p.pid for p in group_members(pgid)]
 
 
-def _hung(kind: str, fault: str, model, args, interpreter, tmp_path, second: list):
+def _hung(fault: str, model, args, interpreter, tmp_path, second: list):
     """One request answered, then `second` sent: (its results, seconds to
     the verdict, the engine's process group). The bound is set after the
     first request: a fresh engine's first step compiles kernels (seen in
     its stacks here), longer than this test's short bound."""
     pool = EnginePool(interpreter, tmp_path, watch_memory=False)
     try:
-        handle = pool.get(pool.spec(kind, str(model), args, env=fault_env(fault)), label="hang")
+        handle = pool.get(pool.spec("offline", str(model), args, env=fault_env(fault)), label="hang")
         engine, pgid = handle.engine, handle.engine.proc.pid
         assert isinstance(engine.chat([user("first")], SHORT)[0], Completion)
         engine.stall_s = STALL_S
@@ -47,13 +47,13 @@ def _hung(kind: str, fault: str, model, args, interpreter, tmp_path, second: lis
     finally:
         left = pool.close_all()
     assert all(not pids for pids in left.values()), left
-    print(f"{kind}: verdict after {took:.1f} s, stopped {time.monotonic() - closing:.1f} s later")
+    print(f"offline: verdict after {took:.1f} s, stopped {time.monotonic() - closing:.1f} s later")
     return results, took, pgid
 
 
 def test_an_offline_request_never_scheduled_is_hung_while_the_others_move(tiny_gemma4, interpreter, tmp_path):
     model, args = tiny_gemma4
-    results, took, pgid = _hung("offline", "spin-request", model, args, interpreter, tmp_path,
+    results, took, pgid = _hung("spin-request", model, args, interpreter, tmp_path,
                                 [user("second, set aside"), user("third, answered")])
     crash = results[0]
     assert all(r is crash for r in results) and crash.cause == Cause.HANG, results

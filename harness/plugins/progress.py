@@ -82,12 +82,11 @@ PROGRESS = pytest.StashKey[Progress]()
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
-    terminal = None if is_worker(config) else config.pluginmanager.get_plugin("terminalreporter")
-    if (terminal is not None or is_worker(config)) and config.get_verbosity() >= 0 \
-            and not config.option.collectonly:
+    worker = worker_id(config) if is_worker(config) else None
+    terminal = None if worker else config.pluginmanager.get_plugin("terminalreporter")
+    if (terminal is not None or worker) and config.get_verbosity() >= 0 and not config.option.collectonly:
         checks = sum(1 for item in session.items if is_check(item))
         if checks:  # the harness's own tests are not a run to follow
-            worker = worker_id(config) if is_worker(config) else None
             config.stash[PROGRESS] = Progress(config, terminal, checks, worker)
             config.pluginmanager.register(config.stash[PROGRESS], "mmharness-progress")
 
