@@ -15,13 +15,16 @@ import subprocess
 GRACE_S = 30.0
 
 
-def run_child(cmd: list[str], *, timeout: float, grace: float = GRACE_S, **popen) -> subprocess.CompletedProcess:
-    """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout),
-    stopping the child as above if we are interrupted or time out."""
+def run_child(cmd: list[str], *, timeout: float, grace: float = GRACE_S, input: str | None = None,
+              **popen) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd, input=input, capture_output=True, text=True,
+    timeout=timeout), stopping the child as above if we are interrupted or
+    time out."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=None if input is None else subprocess.PIPE,
                             start_new_session=True, **popen)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(input=input, timeout=timeout)
     except BaseException:
         stop_child(proc, grace)
         raise

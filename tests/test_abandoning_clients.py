@@ -7,16 +7,18 @@ which the server sees as the connection closing."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from harness.checks.verdicts import Cause
 from harness.engines.base import Sampling
 from harness.engines.observations import Observations
 from harness.engines.openai_engine import OpenAIEngine
-from harness.engines.outcomes import ABANDONED, Completion
+from harness.engines.outcomes import ABANDONED, Completion, EngineCrashed, Rejected
 
 STEP_S = 0.01
 STAY_STEPS = 30  # a staying answer's length, one step each
@@ -48,6 +50,15 @@ def handler(rec: Recorder):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             rid = self.headers["X-Request-Id"]
             engine_id = f"chatcmpl-{rid}-0a1b"
+            if body["messages"][0]["content"] == "refuse me":
+                rec.note("refused", rid)
+                data = json.dumps({"error": {"message": "too long for this model", "code": 400}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             rec.note("leaver arrived" if body.get("stream") else "stayer arrived", rid)
             if body.get("stream"):
                 self._stream(engine_id, rid)
@@ -129,3 +140,22 @@ def test_leavers_go_after_the_stayers_run_one_at_a_time_and_abort(served):
     assert ("aborted", first) in events and ("aborted", second) in events, rec.order
     # The second leaver was sent only once the first had ended.
     assert events[("leaver arrived", second)] > events[("aborted", first)], rec.order
+
+
+def test_a_leaving_request_the_server_refuses_is_rejected_with_its_words(served):
+    engine, rec = served
+    results = engine.chat_abandoning([[{"role": "user", "content": "refuse me"}]], Sampling(max_tokens=8), [2])
+    [r] = results
+    assert isinstance(r, Rejected) and r.status == 400 and "too long for this model" in r.message, r
+    assert [what for what, _ in rec.order] == ["refused"], rec.order
+
+
+def test_a_leaving_request_to_a_server_gone_is_the_engine_dead(tmp_path):
+    path = tmp_path / "observe.jsonl"
+    path.touch()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    engine = StandInEngine(f"http://127.0.0.1:{port}", Observations(path))
+    [r] = engine.chat_abandoning([[{"role": "user", "content": "x"}]], Sampling(max_tokens=8), [2])
+    assert isinstance(r, EngineCrashed) and r.cause == Cause.ENGINE_DEAD and "connection failed" in r.detail, r

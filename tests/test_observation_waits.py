@@ -60,6 +60,15 @@ def test_a_request_that_ended_first_was_not_run_for_its_steps(tmp_path):
     assert time.monotonic() - started < 1  # it says so at once, not at the bound
 
 
+def test_a_wait_for_steps_stops_when_told(tmp_path):
+    """`unless`: the leaving client's refusal read from its connection."""
+    obs = observed(tmp_path, step("mmh-a"))
+    asked = []
+    started = time.monotonic()
+    assert not obs.wait_steps("mmh-a", 2, 0, 5, unless=lambda: asked.append(1) or len(asked) >= 3)
+    assert len(asked) == 3 and time.monotonic() - started < 1
+
+
 def test_requests_run_or_ended(tmp_path):
     obs = observed(tmp_path, step("mmh-a"), {"event": "aborted", "requests": ["chatcmpl-mmh-c-ab12"]})
     assert obs.wait_all(["mmh-a", "mmh-c"], 0, 0.2, ended=False)

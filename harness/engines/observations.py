@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 from harness.files import read_json_lines
 
@@ -99,10 +100,12 @@ class Observations:
             return last is not None and last.get("running") == 0 and last.get("waiting") == 0
         return self._wait_until(offset, timeout_s, idle, poll_s=0.1)
 
-    def wait_steps(self, request: str, steps: int, offset: int, timeout_s: float) -> bool:
+    def wait_steps(self, request: str, steps: int, offset: int, timeout_s: float, *,
+                   unless: Callable[[], bool] = lambda: False) -> bool:
         """Wait, up to `timeout_s`, until the engine has run the request
         whose id holds `request` for `steps` steps (`step` events after
-        `offset`). False when it ended first, when the bound passed, or when
+        `offset`), or `unless()` says to stop (asked at every look). False
+        when it ended first, when the bound passed, when stopped, or when
         the engine is not observed."""
         seen, ended = 0, False
 
@@ -112,7 +115,7 @@ class Observations:
                 if _names(e, request) and not ended:
                     seen += e.get("event") == "step"
                     ended = e.get("event") in ("finished", "aborted")
-            return seen >= steps or ended
+            return seen >= steps or ended or unless()
         return self._wait_until(offset, timeout_s, run_enough) and seen >= steps
 
     def wait_all(self, requests: list[str], offset: int, timeout_s: float, *, ended: bool) -> bool:

@@ -17,6 +17,7 @@ import openai
 
 from harness.checks.verdicts import Cause
 from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
+from harness.engines.leaving import leave_in_own_process
 from harness.engines.outcomes import ABANDONED, Completion, EngineCrashed, Rejected, RequestTimedOut, Result
 
 # How long a 5xx waits to see whether the engine behind it is dying.
@@ -239,32 +240,27 @@ class OpenAIEngine(Engine):
                         request_id: str, leave_after_steps: int | None = None, offset: int = 0,
                         running: list[str] = (), ended: list[str] = ()) -> Result:
         """A staying request (`_one`), or a leaving one, sent once the engine
-        runs `running` and has ended `ended` (events after `offset`)."""
+        runs `running` and has ended `ended` (events after `offset`), its
+        client gone once the engine has run it `leave_after_steps` steps, as
+        the in-engine observer shows them. Watched in the engine, not read
+        from the stream, and from a process of its own (harness.engines.
+        leaving): a client in a harness thread read its request's steps, and
+        its stream, only after the engine had finished it."""
         if leave_after_steps is None:
             return self._one(client, conv, sampling, model, go, request_id)
         go.wait()
-        self.observations.wait_all(running, offset, self.request_timeout, ended=False)
-        self.observations.wait_all(ended, offset, self.request_timeout, ended=True)
-        return self._one_leaving(client, conv, sampling, model, request_id, leave_after_steps)
-
-    def _one_leaving(self, client, conv, sampling: Sampling, model: str, request_id: str, steps: int) -> Result:
-        """A client that goes away mid-stream: it opens the stream and closes
-        it once the in-engine observer shows its request run for `steps`
-        steps. Watched in the engine, not read from the stream: on a busy
-        machine the server was seen to stream a request's first token only
-        after the engine had finished it, so a client that waited for that
-        token left too late to abort anything."""
-        offset = self.observations.mark()
-        sent = time.monotonic()
-        try:
-            stream = client.chat.completions.create(**self._request(conv, sampling, model, request_id),
-                                                    stream=True)
-            self.observations.wait_steps(request_id, steps, offset, self.request_timeout)
-            stream.close()  # the connection goes: the server sees the client leave
-        except (openai.APIStatusError, openai.APIConnectionError) as e:
-            return self._failed(e)
-        return Completion(text="", token_ids=[], logprobs=[], finish_reason=ABANDONED,
-                          e2e_s=time.monotonic() - sent)
+        request = self._request(conv, sampling, model, request_id)
+        body = {k: v for k, v in request.items() if k not in ("extra_headers", "extra_body") and v is not None}
+        gone = leave_in_own_process({
+            "url": self.base_url, "api_key": self.api_key, "headers": request["extra_headers"],
+            "body": body | request["extra_body"] | {"stream": True}, "request_id": request_id,
+            "steps": leave_after_steps, "observations": self.observations.path and str(self.observations.path), "offset": offset,
+            "running": list(running), "ended": list(ended), "timeout_s": self.request_timeout})
+        if gone["outcome"] == "rejected":
+            return Rejected(status=gone["status"], message=gone["message"][:2000])
+        if gone["outcome"] == "unreachable":
+            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {gone['error']}")
+        return Completion(text="", token_ids=[], logprobs=[], finish_reason=ABANDONED, e2e_s=gone["e2e_s"])
 
     def _fire(self, conversations, sampling: Sampling, adapters: Adapters, one,
               per_request: list[dict] | None = None, ids: list[str] | None = None) -> list[Result]:

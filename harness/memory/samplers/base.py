@@ -21,7 +21,7 @@ from typing import Iterator
 
 from harness.memory.timeline import downsample
 
-from .priority import raise_thread_priority
+from harness.priority import raise_thread_priority
 
 DEFAULT_RATE_HZ = 100.0
 MIN_REFRESH_INTERVAL_S = 0.05

@@ -1,11 +1,15 @@
-"""Scheduling for the sampler's threads: ahead of the engine's.
+"""Scheduling ahead of the engine's threads, for what must run on time
+beside it: the memory samplers' threads, and the client that leaves a
+request mid-stream (harness.engines.leaving).
 
-An engine at TP 2 on the CPU tier binds every core with spinning OpenMP
-threads. A sampler thread at normal priority then waits tens of
-milliseconds for each wake-up (measured: 0.2-13 Hz instead of 100), and
-one preempted while it reads /proc/<pid>/maps holds the engine's mmap lock
-and stalls the engine too. A real-time thread that sleeps between ticks
-runs as soon as it wakes; it costs the engine only the tick itself.
+An engine on the CPU tier binds every core with spinning OpenMP threads. A
+thread at normal priority then waits tens to hundreds of milliseconds for
+each wake-up (measured: a sampler at 0.2-13 Hz instead of 100; a leaving
+client that saw its request's second step half a second late, after the
+engine had finished it), and a sampler preempted while it reads
+/proc/<pid>/maps holds the engine's mmap lock and stalls the engine too. A
+real-time thread that sleeps between ticks runs as soon as it wakes; it
+costs the engine only the tick itself.
 """
 from __future__ import annotations
 
