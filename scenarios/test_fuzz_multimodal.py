@@ -30,12 +30,14 @@ pytestmark = [pytest.mark.engine, pytest.mark.fuzz]
 
 @pytest.fixture(scope="module")
 def limits(runner, fuzz, upcoming):
-    """What the model accepts: its matrix entry and its own processor. The
-    batches' reference engine starts ahead, beside their engine (before the
-    budget's clock starts)."""
+    """What the model accepts: its matrix entry, its engine's version (LoRA
+    where it serves it) and its own processor. The batches' reference
+    engine starts ahead, beside their engine (before the budget's clock
+    starts)."""
+    accepted = fuzz.limits(runner)
     if upcoming.runs("test_fuzz_batches"):
         runner.start_ahead(reference=True)
-    return fuzz.limits(runner)
+    return accepted
 
 
 def test_fuzz_batches(runner, limits, fuzz, check):

@@ -101,3 +101,56 @@ def test_max_lora_rank_in_the_lora_table_says_where_it_went(tmp_path):
     path.write_text(GOOD.replace('name = "a"', 'name = "a"\nlora = { max_lora_rank = 16 }'))
     with pytest.raises(ModelMatrixError, match=r"\[cpu.per_family.test_vision_lora\] engine_args"):
         load_matrix(path)
+
+
+class _Interpreter:
+    def __init__(self, version):
+        self.identity = {"version": version}
+
+
+class _Pool:
+    def __init__(self, version):
+        self.interpreter = _Interpreter(version)
+
+
+def _tiny_gemma4():
+    return next(e for e in models_for("cpu") if e.name == "tiny-gemma4")
+
+
+@pytest.mark.parametrize("family", ["test_soak", "test_fuzz_multimodal"])
+def test_a_load_with_lora_keeps_it_where_the_engine_version_serves_it(family):
+    runner = Runner(_tiny_gemma4(), "unused-model-path", family, pool=_Pool("0.32.0"), on_engine=lambda e: None)
+    assert runner.lora_in_load() and runner.lora_left_out is None
+    assert runner.args_for(None)["enable_lora"] is True
+
+
+@pytest.mark.parametrize("family", ["test_soak", "test_fuzz_multimodal"])
+def test_an_older_engine_runs_the_load_without_lora_saying_why(family):
+    """lora.supported = ">=0.32" for tiny-gemma4: a bisect or an A/B with
+    0.31.0 would refuse to start the family's engines with LoRA on."""
+    runner = Runner(_tiny_gemma4(), "unused-model-path", family, pool=_Pool("0.31.0"), on_engine=lambda e: None)
+    before = runner.args_for(None)
+    assert not runner.lora_in_load()
+    assert runner.args_for(None) == {k: v for k, v in before.items()  # the rest of the family's stays
+                                     if k not in ("enable_lora", "max_lora_rank", "max_loras")}
+    assert "engine 0.31.0 is outside" in runner.lora_left_out and ">=0.32" in runner.lora_left_out
+
+
+def test_a_family_without_lora_or_an_entry_naming_no_versions_is_left_as_it_is(tmp_path):
+    runner = Runner(_tiny_gemma4(), "unused-model-path", "test_aborts_preemption", pool=_Pool("0.31.0"),
+                    on_engine=lambda e: None)
+    assert not runner.lora_in_load() and runner.lora_left_out is None
+    path = tmp_path / "m.toml"
+    path.write_text(GOOD + """[cpu.per_family.test_soak]
+engine_args = { enable_lora = true }
+""")
+    [entry] = load_matrix(path)["cpu"]
+    runner = Runner(entry, "unused-model-path", "test_soak", pool=_Pool("0.20.0"), on_engine=lambda e: None)
+    assert runner.lora_in_load() and runner.args_for(None)["enable_lora"] is True
+
+
+def test_a_soak_on_an_older_engine_switches_no_adapters_and_its_engines_start_without_lora():
+    from harness.soak.load import soak_adapters
+    runner = Runner(_tiny_gemma4(), "unused-model-path", "test_soak", pool=_Pool("0.31.0"), on_engine=lambda e: None)
+    assert soak_adapters(runner) == ()
+    assert "enable_lora" not in runner.args_for(None) and runner.lora_left_out

@@ -32,6 +32,10 @@ class FuzzSession:
     written: dict = field(default_factory=dict)
 
     def limits(self, runner: Runner) -> Limits:
+        """What the runner's model accepts. Ask before its engines start:
+        where the engine's version serves no LoRA for the model, requests
+        draw no adapter and the engines start without LoRA."""
+        runner.lora_in_load()
         return limits_for(runner.entry, processor(runner.model), engine_args=runner.args_for(None))
 
     def search(self, check: Check, runner: Runner, strategy, judge, *, share: float = 1.0) -> Search:
@@ -44,7 +48,8 @@ class FuzzSession:
         result = search(strategy, judge, budget_s=self.budget_s * share, shrink_s=self.shrink_s,
                         seed=self.seed, database=database)
         check.note({"fuzz": result.to_dict() | {"restarts": judge.restarts, "database": str(database),
-                                                 "limits": judge.limits.to_dict()}})
+                                                 "limits": judge.limits.to_dict()}}
+                   | ({"lora_left_out": runner.lora_left_out} if runner.lora_left_out else {}))
         run = judge.last_run
         if result.found and run is not None and run.use.failure is None:
             profile = check.profile(run)

@@ -46,6 +46,8 @@ from harness.workloads.request import Workload
 REFERENCE_ARGS = {"enable_prefix_caching": False, "mm_processor_cache_gb": 0}
 # How long a server may take to abort the requests whose clients went away.
 IDLE_WAIT_S = 30.0
+# The engine arguments that turn LoRA on and size it.
+LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "enable_tower_connector_lora", "lora_modules")
 
 
 class Runner:
@@ -56,6 +58,8 @@ class Runner:
         # family's (models.toml [per_family.<family>]) over them.
         self.family_args = entry.family_args(family)
         self.engine_args = entry.engine_args_for(family)
+        # Why this family's load runs without LoRA adapters (lora_in_load).
+        self.lora_left_out: str | None = None
         # A server the harness did not start: every engine of this runner is
         # that server (decided here, nowhere else).
         self.remote_url = remote_url
@@ -69,6 +73,26 @@ class Runner:
         """Engines opened with the card's arguments run on the card's GPU
         (where its ballast is), not on GPUs of their own."""
         self._card = (card_args, lease)
+
+    def lora_in_load(self) -> bool:
+        """Whether this family's load (the soak's, the fuzzer's) may run
+        requests under LoRA adapters: its engine arguments enable LoRA, and
+        the engine's version is not outside the matrix's `lora.supported`
+        for the model. Outside it (an older release in a bisect or an A/B)
+        the engine would refuse to start at all with LoRA on, so the
+        family's engines start without it from here on, and `lora_left_out`
+        says why. Where the matrix names no versions, LoRA stays on: a
+        refusal is then the start-up failure it is."""
+        if not self.engine_args.get("enable_lora"):
+            return False
+        supported = (self.entry.lora or {}).get("supported")
+        version = None if self.remote_url else self.pool.interpreter.identity.get("version")
+        if supported is None or version is None or self.entry.serves_lora(version):
+            return True
+        self.engine_args = {k: v for k, v in self.engine_args.items() if k not in LORA_ARGS}
+        self.lora_left_out = (f"engine {version} is outside the versions that serve LoRA for this model "
+                              f"(lora.supported = {supported!r}): requests run under the base model only")
+        return False
 
     def mm_limit(self, modality: str) -> int:
         """Items of a modality one prompt may carry on this model's engine."""

