@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import psutil
 import pytest
 
 from harness.checks.verdicts import Cause
@@ -159,3 +162,27 @@ def test_a_leaving_request_to_a_server_gone_is_the_engine_dead(tmp_path):
     engine = StandInEngine(f"http://127.0.0.1:{port}", Observations(path))
     [r] = engine.chat_abandoning([[{"role": "user", "content": "x"}]], Sampling(max_tokens=8), [2])
     assert isinstance(r, EngineCrashed) and r.cause == Cause.ENGINE_DEAD and "connection failed" in r.detail, r
+
+
+def test_a_leaving_client_goes_with_a_harness_killed_outright(tmp_path):
+    """Its own session keeps it out of the harness's process group; the
+    parent-death signal still takes it when the harness is SIGKILLed."""
+    path = tmp_path / "observe.jsonl"
+    path.touch()
+    spec = {"url": "http://127.0.0.1:9", "api_key": "k", "headers": {}, "body": {}, "request_id": "mmh-a",
+            "steps": 2, "observations": str(path), "offset": 0, "running": ["mmh-never-runs"], "ended": [],
+            "timeout_s": 120}
+    harness = subprocess.Popen([sys.executable, "-c", "import json, sys\n"
+                                "from harness.engines.leaving import leave_in_own_process\n"
+                                "leave_in_own_process(json.loads(sys.argv[1]))", json.dumps(spec)])
+    try:
+        deadline = time.monotonic() + 30
+        while not (kids := psutil.Process(harness.pid).children()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [client] = kids
+        time.sleep(1.0)  # past its start-up, waiting for a request that never runs
+        assert client.is_running() and "harness.engines.leaving" in " ".join(client.cmdline())
+    finally:
+        harness.kill()
+        harness.wait()
+    client.wait(timeout=10)  # psutil.TimeoutExpired: it outlived the harness

@@ -18,21 +18,24 @@ has its own GIL, and runs ahead of the engine where allowed
 
     python -m harness.engines.leaving < spec.json > outcome.json
 
-The spec: {"url": server base URL, "api_key", "body": the chat completion's
-JSON body, "headers": {...}, "request_id", "steps", "observations": the
-engine's observation file (null: not observed, leave at once), "offset": where this round's events begin,
+The spec: {"url": the server's base URL, "api_key", "body": the chat
+completion's JSON body, "headers": {...}, "request_id", "steps",
+"observations": the engine's observation file (null: not observed, so the
+client leaves at once), "offset": where this round's events begin,
 "running": [request ids], "ended": [request ids], "timeout_s"}.
 
-The outcome: {"outcome": "left", "e2e_s", "in_time"} (in_time false: the
-request ended, or the bound passed, before its client left),
-{"outcome": "rejected", "status", "message"}, or {"outcome": "unreachable",
-"error"}.
+The outcome: {"outcome": "left", "e2e_s"} (whether the engine had ended
+the request first is the observer's to say), {"outcome": "rejected",
+"status", "message"}, or {"outcome": "unreachable", "error"}.
 """
 from __future__ import annotations
 
+import ctypes
 import http.client
 import json
+import os
 import select
+import signal
 import socket
 import sys
 import time
@@ -46,12 +49,16 @@ from harness.priority import raise_thread_priority
 # What a child may take beyond the request's own bound: its start and its
 # imports, a busy machine's worth.
 START_S = 30.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The harness's pid, for a child to tell whether its parent is still the one that started it.
+PARENT_ENV = "MMHARNESS_LEAVING_PARENT"
 
 
 def leave_in_own_process(spec: dict) -> dict:
     """Run the leaving client `spec` describes in a child process; its outcome."""
     out = run_child([sys.executable, "-m", "harness.engines.leaving"], input=json.dumps(spec),
-                    timeout=spec["timeout_s"] + START_S, grace=1.0)
+                    timeout=spec["timeout_s"] + START_S, grace=1.0,
+                    env={**os.environ, PARENT_ENV: str(os.getpid())})
     if out.returncode != 0:
         raise RuntimeError(f"the leaving client failed (exit {out.returncode}): {out.stderr[-2000:]}")
     return json.loads(out.stdout)
@@ -69,11 +76,11 @@ def leave(spec: dict) -> dict:
     except OSError as e:
         return {"outcome": "unreachable", "error": f"{type(e).__name__}: {e}"}
     try:
-        in_time = observations.wait_steps(spec["request_id"], spec["steps"], offset, _left(deadline),
-                                          unless=request.answered_otherwise)
+        observations.wait_steps(spec["request_id"], spec["steps"], offset, _left(deadline),
+                                unless=request.answered_otherwise)
     finally:
         request.close()  # the connection goes: the server sees its client leave
-    return request.refusal or {"outcome": "left", "e2e_s": time.monotonic() - sent, "in_time": in_time}
+    return request.refusal or {"outcome": "left", "e2e_s": time.monotonic() - sent}
 
 
 class _Request:
@@ -118,7 +125,21 @@ def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
+def _die_with_parent() -> None:
+    """A harness killed outright takes its leaving clients with it: they
+    run in a session of their own (harness.children), out of reach of its
+    process group (Linux's parent-death signal; elsewhere they end at their
+    bound)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(os.environ.get(PARENT_ENV, os.getppid())):
+        os._exit(1)  # it died before the signal was asked for
+
+
 def main() -> None:
+    _die_with_parent()
     raise_thread_priority()
     print(json.dumps(leave(json.load(sys.stdin))))
 

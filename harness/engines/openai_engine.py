@@ -251,15 +251,17 @@ class OpenAIEngine(Engine):
         go.wait()
         request = self._request(conv, sampling, model, request_id)
         body = {k: v for k, v in request.items() if k not in ("extra_headers", "extra_body") and v is not None}
+        observed = self.observations.path
         gone = leave_in_own_process({
             "url": self.base_url, "api_key": self.api_key, "headers": request["extra_headers"],
             "body": body | request["extra_body"] | {"stream": True}, "request_id": request_id,
-            "steps": leave_after_steps, "observations": self.observations.path and str(self.observations.path), "offset": offset,
+            "steps": leave_after_steps, "observations": observed and str(observed), "offset": offset,
             "running": list(running), "ended": list(ended), "timeout_s": self.request_timeout})
         if gone["outcome"] == "rejected":
             return Rejected(status=gone["status"], message=gone["message"][:2000])
         if gone["outcome"] == "unreachable":
-            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {gone['error']}")
+            return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD,
+                                                  detail=f"connection failed: {gone['error']}")
         return Completion(text="", token_ids=[], logprobs=[], finish_reason=ABANDONED, e2e_s=gone["e2e_s"])
 
     def _fire(self, conversations, sampling: Sampling, adapters: Adapters, one,
