@@ -55,12 +55,7 @@ def handler(rec: Recorder):
             engine_id = f"chatcmpl-{rid}-0a1b"
             if body["messages"][0]["content"] == "refuse me":
                 rec.note("refused", rid)
-                data = json.dumps({"error": {"message": "too long for this model", "code": 400}}).encode()
-                self.send_response(400)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._json(400, {"error": {"message": "too long for this model", "code": 400}})
                 return
             rec.note("leaver arrived" if body.get("stream") else "stayer arrived", rid)
             if body.get("stream"):
@@ -74,10 +69,13 @@ def handler(rec: Recorder):
                 time.sleep(STEP_S)
             rec.emit("finished", requests=[engine_id])
             rec.note("finished", rid)
-            data = json.dumps({"id": engine_id, "object": "chat.completion", "created": 0, "model": "m",
-                               "choices": [{"index": 0, "finish_reason": "length",
-                                            "message": {"role": "assistant", "content": "ok"}}]}).encode()
-            self.send_response(200)
+            self._json(200, {"id": engine_id, "object": "chat.completion", "created": 0, "model": "m",
+                             "choices": [{"index": 0, "finish_reason": "length",
+                                          "message": {"role": "assistant", "content": "ok"}}]})
+
+        def _json(self, status, answer):
+            data = json.dumps(answer).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

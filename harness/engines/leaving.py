@@ -26,7 +26,7 @@ client leaves at once), "offset": where this round's events begin,
 
 The outcome: {"outcome": "left", "e2e_s"} (whether the engine had ended
 the request first is the observer's to say), {"outcome": "rejected",
-"status", "message"}, or {"outcome": "unreachable", "error"}.
+"status", "body"}, or {"outcome": "unreachable", "error"}.
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ class _Request:
             return True
         if response.status != 200:
             self.refusal = {"outcome": "rejected", "status": response.status,
-                            "message": response.read(4000).decode(errors="replace")}
+                            "body": response.read(64_000).decode(errors="replace")}
         return self.refusal is not None
 
     def close(self) -> None:

@@ -258,7 +258,7 @@ class OpenAIEngine(Engine):
             "steps": leave_after_steps, "observations": observed and str(observed), "offset": offset,
             "running": list(running), "ended": list(ended), "timeout_s": self.request_timeout})
         if gone["outcome"] == "rejected":
-            return Rejected(status=gone["status"], message=gone["message"][:2000])
+            return Rejected(status=gone["status"], message=_error_message(gone["status"], gone["body"].encode()))
         if gone["outcome"] == "unreachable":
             return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD,
                                                   detail=f"connection failed: {gone['error']}")
