@@ -1,6 +1,6 @@
 """Scheduling ahead of the engine's threads, for what must run on time
 beside it: the memory samplers' threads, and the client that leaves a
-request mid-stream (harness.engines.leaving).
+request mid-stream and the core killer (harness.engines.punctual).
 
 An engine on the CPU tier binds every core with spinning OpenMP threads. A
 thread at normal priority then waits tens to hundreds of milliseconds for

@@ -3,13 +3,11 @@ and the in-engine fault switches (harness/compat/site/mmharness_faults.py)
 that make an engine misbehave like a real bug, for the harness's own tests."""
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
 
 from harness.engines.base import Engine, Sampling
 from harness.engines.outcomes import Result
+from harness.engines.punctual import Punctual
 
 FAULTS_ENV = "MMHARNESS_FAULTS"
 SCALE_ENV = "MMHARNESS_FAULT_SCALE"
@@ -47,28 +45,20 @@ def kill_core_during(engine: Engine, conversations: list, sampling: Sampling,
     step holding every request of it was observed, where the engine is
     observed (under load, a fixed delay can pass before all of them reached
     the core; on a fast host the batch can end within it), else `delay_s`
-    into the batch. Returns the batch's results and the seconds from the
-    kill to the verdict."""
-    core = engine_core_pid(engine)
-    observations, offset = engine.observations, engine.observations.mark()
-    killed_at: list[float] = []
-
-    def all_in_one_step() -> bool:
-        events = observations.since(offset) or []
-        return any(e.get("event") == "step" and e.get("requests", 0) >= len(conversations) for e in events)
-
-    def kill() -> None:
-        if not observations.available:
-            time.sleep(delay_s)
-        deadline = time.monotonic() + IN_FLIGHT_BOUND_S
-        while observations.available and not all_in_one_step() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        killed_at.append(time.monotonic())
-        os.kill(core, signal.SIGKILL)
-
-    threading.Thread(target=kill, daemon=True).start()
-    results = engine.chat(conversations, sampling)
-    if not killed_at:
-        raise RuntimeError(f"the batch ended before the kill (its outcomes: {[type(r).__name__ for r in results]}): "
-                           "make it longer")
-    return results, time.monotonic() - killed_at[0]
+    into the batch. The killer is a process of its own: a kill thread in
+    the harness missed a 3-second batch (harness.engines.punctual). Returns
+    the batch's results and the seconds from the kill to the verdict."""
+    observed = engine.observations.path
+    killer = Punctual("harness.engines.core_killer", {
+        "pid": engine_core_pid(engine), "observations": observed and str(observed),
+        "offset": engine.observations.mark(), "requests": len(conversations), "delay_s": delay_s,
+        "timeout_s": IN_FLIGHT_BOUND_S})
+    try:
+        results = engine.chat(conversations, sampling)
+    finally:
+        ended = time.monotonic()
+        kill = killer.stop()  # it said when it killed as it did
+    if not kill or kill["killed_at"] is None or kill["killed_at"] > ended:
+        raise RuntimeError(f"the batch ended before the kill (its outcomes: {[type(r).__name__ for r in results]}; "
+                           f"the killer's: {kill}): make it longer")
+    return results, ended - kill["killed_at"]

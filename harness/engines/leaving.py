@@ -6,15 +6,8 @@ HTTP, and closes the connection once the engine has run that request for
 `steps` steps, as the engine's own processes wrote them down
 (harness.engines.observations).
 
-Why a process: the harness's threads share one GIL, and on the CPU tier the
-engine's spinning OpenMP threads keep a normal-priority thread waiting for
-a core for hundreds of milliseconds. A leaving client in a harness thread
-was seen (2026-12-04, alone on the machine) to read its request's second
-step only after the engine had run all its 280 tokens, in half a second,
-in 3 of 6 rounds: even at real-time priority, it waited for the GIL that
-another harness thread held while waiting for a core. A process of its own
-has its own GIL, and runs ahead of the engine where allowed
-(harness.priority).
+Why a process of its own, scheduled ahead of the engine where allowed:
+harness.engines.punctual.
 
     python -m harness.engines.leaving < spec.json > outcome.json
 
@@ -30,38 +23,21 @@ the request first is the observer's to say), {"outcome": "rejected",
 """
 from __future__ import annotations
 
-import ctypes
 import http.client
 import json
-import os
 import select
-import signal
 import socket
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
-from harness.children import run_child
 from harness.engines.observations import Observations
-from harness.priority import raise_thread_priority
-
-# What a child may take beyond the request's own bound: its start and its
-# imports, a busy machine's worth.
-START_S = 30.0
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# The harness's pid, for a child to tell whether its parent is still the one that started it.
-PARENT_ENV = "MMHARNESS_LEAVING_PARENT"
+from harness.engines.punctual import START_S, Punctual, serve
 
 
 def leave_in_own_process(spec: dict) -> dict:
     """Run the leaving client `spec` describes in a child process; its outcome."""
-    out = run_child([sys.executable, "-m", "harness.engines.leaving"], input=json.dumps(spec),
-                    timeout=spec["timeout_s"] + START_S, grace=1.0,
-                    env={**os.environ, PARENT_ENV: str(os.getpid())})
-    if out.returncode != 0:
-        raise RuntimeError(f"the leaving client failed (exit {out.returncode}): {out.stderr[-2000:]}")
-    return json.loads(out.stdout)
+    return Punctual("harness.engines.leaving", spec).outcome(spec["timeout_s"] + START_S)
 
 
 def leave(spec: dict) -> dict:
@@ -125,24 +101,5 @@ def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
 
 
-def _die_with_parent() -> None:
-    """A harness killed outright takes its leaving clients with it: they
-    run in a session of their own (harness.children), out of reach of its
-    process group (Linux's parent-death signal; elsewhere they end at their
-    bound)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != int(os.environ.get(PARENT_ENV, os.getppid())):
-        os._exit(1)  # it died before the signal was asked for
-
-
-def main() -> None:
-    _die_with_parent()
-    raise_thread_priority()
-    print(json.dumps(leave(json.load(sys.stdin))))
-
-
 if __name__ == "__main__":
-    main()
+    serve(leave)

@@ -133,6 +133,12 @@ class Observations:
             return not left
         return not left or self._wait_until(offset, timeout_s, none_left)
 
+    def wait_batch(self, size: int, offset: int, timeout_s: float) -> bool:
+        """Wait, up to `timeout_s`, until one step (after `offset`) runs at
+        least `size` requests."""
+        return self._wait_until(offset, timeout_s, lambda events: any(
+            e.get("event") == "step" and e.get("requests", 0) >= size for e in events))
+
     def _wait_until(self, offset: int, timeout_s: float, done, poll_s: float = 0.005) -> bool:
         """Give `done` the events written after `offset`, a batch at a time
         as they come, until it says so (True), up to `timeout_s` (False;
