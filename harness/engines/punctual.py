@@ -26,6 +26,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from typing import Callable
 
 from harness.children import stop_child
@@ -52,12 +53,13 @@ class Punctual:
             self.proc.stdin.write(json.dumps(spec))
             self.proc.stdin.close()
             self.proc.stdin = None  # else communicate() would flush the closed pipe
-            ready = select.select([self.proc.stdout], [], [], START_S)[0]
-            if not ready or self.proc.stdout.readline().strip() != READY:
-                raise self._failed(f"was not ready within {START_S:.0f} s")
+            ready = read_line(self.proc.stdout.fileno(), START_S).strip() == READY.encode()
         except BaseException:
             self.stop()
             raise
+        if not ready:
+            self.proc.kill()
+            raise self._failed(f"was not ready within {START_S:.0f} s", self.proc.communicate()[1])
 
     def outcome(self, timeout_s: float) -> dict:
         """Its outcome, once it has acted (up to `timeout_s`)."""
@@ -79,6 +81,20 @@ class Punctual:
 
     def _failed(self, what: str, stderr: str = "") -> RuntimeError:
         return RuntimeError(f"{self.module} {what}: {stderr[-2000:]}")
+
+
+def read_line(fd: int, timeout_s: float) -> bytes:
+    """One line from `fd` (b"" at its end, or what came within `timeout_s`),
+    a byte at a time: a buffered read could take the outcome behind it,
+    which communicate() then never sees, as it reads the pipe itself."""
+    deadline = time.monotonic() + timeout_s
+    line = b""
+    while not line.endswith(b"\n") and select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
 
 
 def serve(act: Callable[[dict], dict]) -> None:
