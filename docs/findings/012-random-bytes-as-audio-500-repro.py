@@ -150,7 +150,10 @@ def main():
         if wrong is None and not healthy(port):
             wrong = "the server no longer answers /health"
     finally:
-        os.killpg(server.pid, 15)
+        try:
+            os.killpg(server.pid, 15)  # its whole group: the engine core too
+        except ProcessLookupError:  # every process of it had gone already
+            pass
         server.wait(timeout=60)
     print(f"REPRODUCED: {wrong}" if wrong else "not reproduced: refused as it must be, and alive")
     return 1 if wrong else 0
