@@ -3,7 +3,7 @@ own (harness.engines.punctual says why): as soon as one step holds every
 request of the batch, where the engine is observed, else `delay_s` after
 it is ready.
 
-    python -m harness.engines.core_killer < spec.json
+    python -m harness.engines.core_killer < spec.json   # prints `ready`, then the outcome
 
 The spec: {"pid": the core's, "observations": the engine's observation
 file (null: not observed), "offset": where the batch's events begin,

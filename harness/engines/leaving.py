@@ -9,7 +9,7 @@ HTTP, and closes the connection once the engine has run that request for
 Why a process of its own, scheduled ahead of the engine where allowed:
 harness.engines.punctual.
 
-    python -m harness.engines.leaving < spec.json > outcome.json
+    python -m harness.engines.leaving < spec.json   # prints `ready`, then the outcome
 
 The spec: {"url": the server's base URL, "api_key", "body": the chat
 completion's JSON body, "headers": {...}, "request_id", "steps",
