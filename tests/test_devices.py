@@ -317,6 +317,21 @@ def test_the_cpu_tier_holds_one_engine_turn_while_its_engines_are_up(tmp_path, m
     assert turn.state()["held"] == {}
 
 
+def test_a_tp_engine_gets_the_longer_exit_grace_with_every_slot_its_own(tmp_path, monkeypatch):
+    """A worker holding every slot cannot see an engine of another run
+    beside it (a scenario run that a test of `make test` starts): a TP
+    engine's ranks get their longer grace to exit all the same."""
+    monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
+    GpuStandIn.used = {0: [BASE]}
+    pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False,
+                      ledger=DeviceLedger.turn(tmp_path / "engine-turn.json"))
+    tp1 = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
+    tp2 = handle(pool, {TP_ARG: 2}, label="s2", name="m", env={VISIBLE_ENV: "0", BIND_ENV: "0|1"}).engine
+    assert tp1.env == {VISIBLE_ENV: "0"}
+    assert tp2.env[pool_mod.SHUTDOWN_GRACE_ENV] == "20" and tp2.env[BIND_ENV] == "0|1"
+    pool.close_all()
+
+
 def test_slots_share_out_the_cores():
     assert [slot_cores([s], 2, [0, 1]) for s in (0, 1)] == [[0], [1]]
     assert [slot_cores([s], 2, [0, 1, 2, 3, 4]) for s in (0, 1)] == [[0, 1], [2, 3]]

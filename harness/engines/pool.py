@@ -56,7 +56,7 @@ from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server", "remote")
 # vLLM's wait for its workers to exit before it terminates them (default 5 s),
-# for a TP engine on a machine shared with another worker; under RETIRE_GRACE_S.
+# for a TP engine on the CPU tier (see _slot_env); under RETIRE_GRACE_S.
 SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
 SHARED_SHUTDOWN_GRACE_S = 20
 
@@ -405,18 +405,25 @@ class EnginePool:
             self._turn = []
 
     def _slot_env(self, spec: EngineSpec) -> dict:
-        """CPU tier, beside another worker: a TP 1 engine computes on this
-        worker's slots' cores. A TP size above 1 keeps the runner's
-        placement, a core per rank, and vLLM's grace for its ranks to exit
-        gets longer: beside another worker's engine they outlasted the 5 s
-        default and left their /dev/shm segments behind, twice in four
-        `make run`s (2026-12-04). Nothing beyond the runner's placement when
-        the worker holds every slot, as a run of one worker does."""
-        slots = sorted(d for turn in self._turn for d in turn.devices)
-        if self.interpreter.tier == "gpu" or not slots or len(slots) == len(self.ledger.devices):
+        """CPU tier: a TP engine's ranks get a longer grace to exit (vLLM's
+        default is 5 s; a tree that exits sooner is not waited for): beside
+        another worker's engine they outlasted it and left their /dev/shm
+        segments behind, twice in four `make run`s (2026-12-04). A pool
+        cannot see every other engine on the machine (a scenario run that a
+        test of `make test` starts, beside the other worker): `make test` left
+        a 240 MiB segment in about one run of two, and both times it was
+        traced (2026-12-04) it appeared while that run of the vision LoRA
+        family (TP 1/2/4) went on. So every TP engine gets it. Beside another worker, a TP 1 engine computes on this worker's
+        slots' cores; a TP engine keeps the runner's placement, a core per
+        rank. Nothing else when the worker holds every slot, as a run of
+        one worker does."""
+        if self.interpreter.tier == "gpu":
             return {}
         if tensor_parallel(spec.args) > 1:
             return {SHUTDOWN_GRACE_ENV: str(SHARED_SHUTDOWN_GRACE_S)}
+        slots = sorted(d for turn in self._turn for d in turn.devices)
+        if not slots or len(slots) == len(self.ledger.devices):
+            return {}
         return {BIND_ENV: ",".join(map(str, slot_cores(slots, len(self.ledger.devices))))}
 
     def card_lease(self, holder: str) -> Lease | None:
