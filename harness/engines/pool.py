@@ -55,10 +55,16 @@ from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_
 from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server", "remote")
-# vLLM's wait for its workers to exit before it terminates them (default 5 s),
-# for a TP engine on the CPU tier (see _slot_env); under RETIRE_GRACE_S.
+# vLLM's wait for its workers to exit before it terminates them (default 5 s;
+# a tree that exits sooner is not waited for), for every TP engine on the CPU
+# tier; under RETIRE_GRACE_S. Beside another worker's engine, ranks outlasted
+# 5 s and left their /dev/shm segments behind, twice in four `make run`s; and
+# a pool cannot see every engine beside it: `make test` left a 240 MiB
+# segment in about one run of two, both times traced while a test's own run
+# of the vision LoRA family (TP 1/2/4) went on beside the other worker
+# (2026-12-04).
 SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
-SHARED_SHUTDOWN_GRACE_S = 20
+TP_SHUTDOWN_GRACE_S = 20
 
 
 @dataclass(frozen=True)
@@ -405,22 +411,15 @@ class EnginePool:
             self._turn = []
 
     def _slot_env(self, spec: EngineSpec) -> dict:
-        """CPU tier: a TP engine's ranks get a longer grace to exit (vLLM's
-        default is 5 s; a tree that exits sooner is not waited for): beside
-        another worker's engine they outlasted it and left their /dev/shm
-        segments behind, twice in four `make run`s (2026-12-04). A pool
-        cannot see every other engine on the machine (a scenario run that a
-        test of `make test` starts, beside the other worker): `make test` left
-        a 240 MiB segment in about one run of two, and both times it was
-        traced (2026-12-04) it appeared while that run of the vision LoRA
-        family (TP 1/2/4) went on. So every TP engine gets it. Beside another worker, a TP 1 engine computes on this worker's
-        slots' cores; a TP engine keeps the runner's placement, a core per
-        rank. Nothing else when the worker holds every slot, as a run of
-        one worker does."""
+        """CPU tier: every TP engine's ranks get a longer grace to exit (see
+        TP_SHUTDOWN_GRACE_S). Beside another worker, a TP 1 engine computes
+        on this worker's slots' cores; a TP engine keeps the runner's
+        placement, a core per rank. Nothing else when the worker holds every
+        slot, as a run of one worker does."""
         if self.interpreter.tier == "gpu":
             return {}
         if tensor_parallel(spec.args) > 1:
-            return {SHUTDOWN_GRACE_ENV: str(SHARED_SHUTDOWN_GRACE_S)}
+            return {SHUTDOWN_GRACE_ENV: str(TP_SHUTDOWN_GRACE_S)}
         slots = sorted(d for turn in self._turn for d in turn.devices)
         if not slots or len(slots) == len(self.ledger.devices):
             return {}
