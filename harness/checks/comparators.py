@@ -9,7 +9,8 @@ profile measured no noise). Where they chose different tokens (a split):
   forgives none: the answers differ;
 - otherwise the split is tolerated only when each token is in the other
   side's top-k and each side's margin (its own token's logprob minus the
-  other's token's) is within what the profile measured. The comparison then
+  other's token's) is within what the profile measured, and the answer has
+  split no more often than the profile's `max_splits`. The comparison then
   goes on: `follow` forces the right side's stack along the left side's
   tokens through the split and answers the rest, and the left side's
   continuation is held to that, split by split. Without a follower the
@@ -23,9 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Protocol, Sequence
 
 from harness.checks.noise import BF16_STEP, NoiseProfile
-
-# A comparison that splits more often than this is no noise, whatever the margins.
-MAX_SPLITS = 4
+from harness.engines.outcomes import NotForced
 
 
 class Greedy(Protocol):
@@ -130,13 +129,18 @@ def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
                                  f"{profile.split_margin_nats} nats profile {profile.name} measured at a split"
                                  f"{_after(splits)}", first)
         splits.append(Split(pos, ta, tb, *margins))
-        if len(splits) > MAX_SPLITS:
-            return result(False, f"{head}; {len(splits)} splits in one answer: more than noise "
-                                 f"({MAX_SPLITS} at most)", first)
+        if len(splits) > profile.max_splits:
+            return result(False, f"{head}; {len(splits)} splits in one answer: more than noise (profile "
+                                 f"{profile.name} measured {profile.max_splits} at most)", first)
         if follow is None:
             return result(True, f"{head}, a split within profile {profile.name}; positions after it "
                                 f"unscored (no follower for {lb}'s stack)", first, unscored_after=pos)
-        cont = follow(a[:pos + 1])
+        try:
+            cont = follow(a[:pos + 1])
+        except NotForced as e:
+            return result(True, f"{head}, a split within profile {profile.name}; positions after it unscored "
+                                f"({lb}'s stack could not be forced along {la}'s tokens: {e})", first,
+                          unscored_after=pos)
         b = b[:pos] + [ta] + list(cont.token_ids)
         b_logprobs = b_logprobs[:pos + 1] + list(cont.logprobs)
         b_finish = getattr(cont, "finish_reason", None)

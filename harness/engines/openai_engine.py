@@ -18,12 +18,15 @@ import openai
 from harness.checks.verdicts import Cause
 from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
 from harness.engines.leaving import leave_in_own_process
-from harness.engines.outcomes import ABANDONED, Completion, EngineCrashed, Rejected, RequestTimedOut, Result
+from harness.engines.outcomes import (ABANDONED, Completion, EngineCrashed, NotForced, Rejected, RequestTimedOut,
+                                      Result)
 
 # How long a 5xx waits to see whether the engine behind it is dying.
 DEATH_AFTER_5XX_S = 1.0
 # A load reads the adapter from disk and hands it to the engine core.
 ADAPTER_LOAD_TIMEOUT_S = 120.0
+# A detokenize call does no model work.
+DETOKENIZE_TIMEOUT_S = 30.0
 
 
 class AdapterLoadFailed(RuntimeError):
@@ -60,6 +63,10 @@ def _cached_tokens(usage) -> int | None:
     """Reported by vLLM only when started with --enable-prompt-tokens-details."""
     details = getattr(usage, "prompt_tokens_details", None) if usage else None
     return getattr(details, "cached_tokens", None) if details else None
+
+
+# How a forced request whose tokens did not survive the round trip is told apart.
+NOT_FORCED = "not forced"
 
 
 def _request_ids(n: int) -> list[str]:
@@ -151,12 +158,26 @@ class OpenAIEngine(Engine):
             return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {e}")
         return Rejected(status=None, message=str(e.message)[:2000])
 
-    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str) -> Result:
+    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str,
+             forced: list[int] | None = None) -> Result:
+        """One request; `forced`: its conversation ends in an open assistant
+        message that must render as exactly these tokens (chat_forced)."""
         go.wait()
+        request = self._request(conv, sampling, model, request_id)
+        if forced is not None:
+            request["extra_body"] |= {"continue_final_message": True, "add_generation_prompt": False}
         try:
-            resp = client.chat.completions.create(**self._request(conv, sampling, model, request_id))
+            resp = client.chat.completions.create(**request)
         except (openai.APIStatusError, openai.APIConnectionError) as e:
             return self._failed(e)
+        prompt = list(getattr(resp, "prompt_token_ids", None) or [])
+        if forced is not None and prompt[len(prompt) - len(forced):] != list(forced):
+            return Rejected(status=None, message=f"{NOT_FORCED}: the prompt the server rendered ends with "
+                                                 f"{prompt[-len(forced) - 2:]}, not with the forced {forced}")
+        return self._completion(resp)
+
+    @staticmethod
+    def _completion(resp) -> Completion:
         choice = resp.choices[0]
         content = (choice.logprobs.content or []) if choice.logprobs else []
         logprobs = [{_token_id(t.token): t.logprob for t in c.top_logprobs if _token_id(t.token) is not None}
@@ -167,6 +188,26 @@ class OpenAIEngine(Engine):
                           prompt_token_count=resp.usage.prompt_tokens if resp.usage else None,
                           cached_tokens=_cached_tokens(resp.usage),
                           finish_reason=choice.finish_reason)
+
+    def chat_forced(self, conversation, sampling: Sampling, adapter: LoraAdapter | None,
+                    forced: list[int]) -> Result:
+        """The answer that continues `forced` tokens after the conversation's
+        generation prompt, from the server itself (a comparator following
+        this stack past a split): the server detokenizes them, they go back
+        as the open final assistant message (`continue_final_message`), and
+        the prompt the server rendered must end with exactly them. NotForced
+        where they do not survive that round trip (a template that trims
+        the message, say), or the server cannot detokenize."""
+        status, text = self._post("/detokenize", {"model": self.served_model, "tokens": list(forced)},
+                                  DETOKENIZE_TIMEOUT_S)
+        if status != 200:
+            raise NotForced(f"the server did not detokenize the forced tokens (HTTP {status}): {text[:300]}")
+        prefix = json.loads(text)["prompt"]
+        conv = [*conversation, {"role": "assistant", "content": prefix}]
+        [result] = self._fire([conv], sampling, [adapter], self._one, per_request=[{"forced": list(forced)}])
+        if isinstance(result, Rejected) and result.message.startswith(NOT_FORCED):
+            raise NotForced(result.message)
+        return result
 
     def _one_streamed(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
                       request_id: str) -> Result:

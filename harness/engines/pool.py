@@ -413,7 +413,8 @@ class EnginePool:
     def _slot_env(self, spec: EngineSpec) -> dict:
         """CPU tier: every TP engine's ranks get a longer grace to exit (see
         TP_SHUTDOWN_GRACE_S). Beside another worker, a TP 1 engine computes
-        on this worker's slots' cores; a TP engine keeps the runner's
+        on the first core of this worker's slots, one core as every rank of
+        the tier (harness.engines.parallel); a TP engine keeps the runner's
         placement, a core per rank. Nothing else when the worker holds every
         slot, as a run of one worker does."""
         if self.interpreter.tier == "gpu":
@@ -423,7 +424,7 @@ class EnginePool:
         slots = sorted(d for turn in self._turn for d in turn.devices)
         if not slots or len(slots) == len(self.ledger.devices):
             return {}
-        return {BIND_ENV: ",".join(map(str, slot_cores(slots, len(self.ledger.devices))))}
+        return {BIND_ENV: str(slot_cores(slots, len(self.ledger.devices))[0])}
 
     def card_lease(self, holder: str) -> Lease | None:
         """One whole GPU for a card's ballast and the engines run on it

@@ -7,6 +7,7 @@ import socket
 import time
 from pathlib import Path
 
+from harness.engines import hosts
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter
@@ -159,6 +160,8 @@ class ServerEngine(OpenAIEngine):
         self.ready = True
         # The processes mark_vital just listed (EngineProcess keeps the tree).
         self.identity["kernels"] = observed_kernels(list(self.proc.vital))
+        self.identity |= hosts.observed(self.interpreter.tier, self.log_path.read_text(errors="replace"),
+                                        self.extra_env)
 
     def _death(self) -> EngineCrashed | None:
         if self.crashed:

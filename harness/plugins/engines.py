@@ -29,7 +29,8 @@ from harness.engines.teardown import teardown_record
 from harness.memory.samplers import Sampler
 from harness.models import tier_settings
 from harness.plugins import retirement
-from harness.plugins.common import history_path, is_check, is_controller, model_entry_of, worker_count, worker_id
+from harness.plugins.common import (history_path, is_check, is_controller, model_entry_of, numeric_paths_of,
+                                     worker_count, worker_id)
 from harness.results.history import last_durations, read_history
 from harness.results.record import CheckRecord
 from harness.runner import Runner
@@ -145,7 +146,7 @@ def upcoming(request, model_entry) -> retirement.Upcoming:
 @pytest.fixture
 def check(request, check_record) -> Check:
     """This check's hand on its own record."""
-    made = request.node.stash[CHECK] = Check(check_record)
+    made = request.node.stash[CHECK] = Check(check_record, paths=numeric_paths_of(request.node))
     return made
 
 

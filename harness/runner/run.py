@@ -39,6 +39,12 @@ class EngineUse:
     t0: float = 0.0  # the sampler's clock when the scenario began
     args: dict = field(default_factory=dict)  # the engine's arguments, as the runner gave them
     version: str | None = None  # the engine's version, known from its interpreter even if it never started
+    # What chooses the engine's kernels (harness.engines.hosts): the key of its noise profiles.
+    host_kind: str | None = None
+    host_assumed: str | None = None  # why the host kind is assumed, not observed (a remote server)
+    # Starts this use's engine again through the pool (a follower that comes
+    # after its engine was retired); None where nothing can (HF transformers).
+    reopen: Callable[[], Engine] | None = None
 
     def require(self) -> Engine:
         if self.failure:
@@ -48,6 +54,15 @@ class EngineUse:
     def memory(self) -> SamplerResult | None:
         """Memory from the scenario's start until now."""
         return self.watch.window(self.t0) if self.watch else None
+
+    def live(self) -> Engine:
+        """This use's engine to send to now: itself while it is up (or
+        crashed: its verdict is its crash), else an engine of the same spec
+        started again through the pool, where this one was retired since."""
+        engine = self.require()
+        if engine.ready or engine.crashed or self.reopen is None:
+            return engine
+        return self.reopen()
 
 
 @dataclass(frozen=True)
