@@ -19,9 +19,10 @@ import re
 import tempfile
 from pathlib import Path
 
-from _noise import figures, host
 from _tiny import GREEDY_16, tiny_gemma4
 
+from harness.calibration import machine
+from harness.calibration.measure import measure
 from harness.engines.faults import fault_env
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
@@ -55,9 +56,9 @@ def answers(interpreter, model, args, env: dict, tag: str) -> dict[str, list]:
 
 
 def line(name: str, pairs: list) -> str:
-    f = figures(pairs)
-    return (f"{name:<34} {f['pairs']:>3} pairs, {f['positions']:>4} positions: max |Δlogprob| "
-            f"{f['max_steps']:>6} bf16 steps, {f['splits']} split(s), widest margin {f['max_split_margin']} nats")
+    f = measure([(name, a, b, None) for a, b in pairs])
+    return (f"{name:<34} {f.pairs:>3} pairs, {f.positions:>4} positions: max |Δlogprob| "
+            f"{f.max_steps:>6.2f} bf16 steps, {f.splits} split(s), widest margin {f.max_split_margin:.3f} nats")
 
 
 def main() -> None:
@@ -72,7 +73,8 @@ def main() -> None:
     args = {**entry.engine_args, **REFERENCE_ARGS}
     runs = {name: answers(interpreter, model, args, {**env, **faults}, name.replace(" ", "-").replace("'", ""))
             for name, env in LAYOUTS.items()}
-    print(f"host: {host()}; kernel level {opts.kernels}"
+    print(f"host: {machine()}, {', '.join(interpreter.host['isa'])}, {interpreter.host['predicted_kernels']}; "
+          f"kernel level {opts.kernels}"
           + (f"; faults {opts.faults} at scale {opts.fault_scale}" if opts.faults else ""))
     for name, out in runs.items():
         print(f"{name}: threads bound to {', '.join(out['cores']) or 'no core list in its log'}")

@@ -7,7 +7,9 @@ from harness.engines.outcomes import Completion
 from harness.report.page_data import caveat
 from harness.results.record import CheckRecord
 from harness.workloads.chat import image_part, user
-from tests.crafted_runs import check, crafted_run
+from tests.crafted_runs import check, crafted_profiles, crafted_run  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("crafted_profiles")
 
 
 def out(*tokens, cached=0):

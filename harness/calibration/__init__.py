@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.calibration import paths as procedures
-from harness.calibration.measure import Figures, NotNoise, bounds, measure
+from harness.calibration.measure import TOP_K, Bounds, Figures, NotNoise, bounds, measure
 from harness.calibration.pinned import pinned_interpreter
 from harness.checks.noise import NoiseProfile, all_profiles, four_bit_path, save_profiles
 from harness.checks.verdicts import CheckFailure
@@ -46,12 +46,14 @@ class Outcome:
             head += (f": {f.pairs} pairs, {f.positions} positions, max |Δlogprob| {f.max_steps:.2f} bf16 steps "
                      f"({f.max_delta_nats:.4f} nats), {f.splits} split(s) ({f.split_rate:.1%}), widest margin "
                      f"{f.max_split_margin:.3f} nats, {f.max_splits_per_answer} at most in one answer")
-        if self.profile is not None:
+        if self.profile is not None and not self.refused:
             p = self.profile
             head += (f" -> logprob_steps {p.logprob_steps}, split_margin_nats {p.split_margin_nats}, "
                      f"max_splits {p.max_splits}")
         if self.refused:
             head += f" -> REFUSED: {self.refused}"
+            if self.figures is not None and self.figures.notes:
+                head += " [" + "; ".join(self.figures.notes[:3]) + (" ..." if len(self.figures.notes) > 3 else "") + "]"
         return head + f" ({self.seconds:.0f} s)"
 
 
@@ -96,13 +98,13 @@ def calibrate(needs: dict[str, list[str]], *, tier: str, kernels: str, noise: fl
         pool = EnginePool(interpreter, logs_dir / model, watch_memory=False)
         bench = procedures.Bench(entry, built, pool, ident["version"])
         try:
-            for path in dict.fromkeys(actual_path(p, isa) for p in wanted):
-                outcomes.append(_one(bench, path, release, log))
+            done = [_one(bench, path, release, log) for path in dict.fromkeys(actual_path(p, isa) for p in wanted)]
         finally:
             pool.close_all()
-    made = [o.profile for o in outcomes if o.profile is not None]
-    if made:
-        save_profiles(made, commit=commit)
+        outcomes += done
+        made = [o.profile for o in done if o.profile is not None]  # refused ones too, saying why
+        if made:  # each model's as soon as it is done: a later model's failure loses none of them
+            save_profiles(made, commit=commit)
     return outcomes
 
 
@@ -114,21 +116,30 @@ def _one(bench: procedures.Bench, path: str, release: str, log) -> Outcome:
         outcome.host = _observed_host(bench)
         outcome.figures = measure(pairs)
         b = bounds(path, outcome.figures)
-    except (procedures.NotCalibratable, NotNoise) as e:
+    except procedures.NotCalibratable as e:
         outcome.refused = str(e)
     except CheckFailure as e:  # an engine of the path that did not start or answer
         outcome.refused = f"the pinned release did not run the path: {e.message}"
+    except NotNoise as e:  # measured, and not noise: kept, so that its checks say why
+        outcome.refused = str(e)
+        outcome.profile = _profile(entry, path, outcome, release, None)
     else:
-        f = outcome.figures
-        outcome.profile = NoiseProfile(
-            entry.tier, outcome.host, entry.name, entry.engine_args.get("dtype", "*"), path,
-            b.logprob_steps, b.split_margin_nats, b.max_splits, calibrated_with=release, top_k=b.top_k,
-            measured=(f"python -m harness calibrate: {f.pairs} answer pairs of the calibration's own workloads "
-                      f"x {procedures.SAMPLING.max_tokens} tokens, {dt.date.today().isoformat()}, {_machine()}"),
-            figures=f.to_dict())
+        outcome.profile = _profile(entry, path, outcome, release, b)
     outcome.seconds = time.monotonic() - began
     log(outcome.line())
     return outcome
+
+
+def _profile(entry, path: str, outcome: Outcome, release: str, b: Bounds | None) -> NoiseProfile:
+    f = outcome.figures
+    notes = "; ".join(f.notes[:5])
+    return NoiseProfile(
+        entry.tier, outcome.host, entry.name, entry.engine_args.get("dtype", "*"), path,
+        b.logprob_steps if b else 0.0, b.split_margin_nats if b else 0.0, b.max_splits if b else 0,
+        calibrated_with=release, top_k=b.top_k if b else TOP_K,
+        measured=(f"python -m harness calibrate: {f.pairs} answer pairs of the calibration's own workloads "
+                  f"x {procedures.SAMPLING.max_tokens} tokens, {dt.date.today().isoformat()}, {machine()}"),
+        figures=f.to_dict(), refused=(outcome.refused + (f" [{notes}]" if notes else "")) if not b else "")
 
 
 def _observed_host(bench: procedures.Bench) -> str:
@@ -141,6 +152,6 @@ def _observed_host(bench: procedures.Bench) -> str:
     return kinds.pop()
 
 
-def _machine() -> str:
+def machine() -> str:
     ident = cpu_identity()
     return f"{ident['model_name']} ({ident['vendor']} family {ident['family']} model {ident['model']})"

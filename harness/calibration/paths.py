@@ -100,13 +100,19 @@ def _follow(reference: Run, label: str) -> Callable | None:
 
 
 def same_stack(bench: Bench) -> list[Pair]:
+    """Each modality's requests on their own, so that an engine one of them
+    kills (a known issue) is started again for the next; its pairs are
+    left out of the figures, noted."""
     plain = bench.runner(PLAIN)
-    work = bench.workload("plain")
-    alone = plain.each_alone(work, SAMPLING)
-    pairs = _pairs(plain.batch(work, SAMPLING), alone, "batch")
-    pairs += _pairs(plain.concurrent(work, SAMPLING), alone, "concurrent")
-    for r, run in enumerate(plain.rounds(work, SAMPLING, at_once=False)):
-        pairs += _pairs(run, alone, f"sequential round {r + 1}")
+    pairs = []
+    for modality in sorted(bench.entry.modalities):
+        work = bench.workload(f"plain-{modality}", (modality,))
+        alone = plain.each_alone(work, SAMPLING)
+        pairs += _pairs(plain.batch(work, SAMPLING), alone, "batch")
+        pairs += _pairs(plain.concurrent(work, SAMPLING), alone, "concurrent")
+        for r, run in enumerate(plain.rounds(work, SAMPLING, at_once=False)):
+            pairs += _pairs(run, alone, f"sequential round {r + 1}")
+        plain.restart_crashed()
     if bench.serves_lora:
         runner, mixed, ref_args = bench.stack()
         pairs += _pairs(runner.batch(mixed, SAMPLING), runner.each_alone(mixed, SAMPLING, engine_args=ref_args),

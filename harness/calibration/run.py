@@ -40,8 +40,10 @@ def calibrate_command(args: argparse.Namespace) -> int:
         outcomes = []
     else:
         listed = "; ".join(f"{model} ({', '.join(paths)})" for model, paths in todo.items())
-        print(f"calibrate: host kind {predicted} lacks {count} noise profile(s) the selected checks need: "
-              f"calibrating {listed} on the pinned release first (see docs/tolerances.md)", flush=True)
+        why = f"lacks {count} noise profile(s) the selected checks need" if args.missing else \
+            f"{count} noise profile(s) for the selected checks"
+        print(f"calibrate: host kind {predicted}: {why}: calibrating {listed} on the pinned release "
+              f"(see docs/tolerances.md)", flush=True)
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         try:
             outcomes = calibrate(todo, tier=args.tier, kernels=args.engine_kernels, noise=args.engine_noise,

@@ -34,8 +34,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         entry = model_entry_of(item)
         if entry is not None:
             paths = needs.setdefault(entry.name, [])
-            paths += [p for p in numeric_paths_of(item) if p not in paths]
+            paths += [p for p in numeric_paths_of(item) if p not in paths and not _tp_reference(item, p)]
     Path(out).write_text(json.dumps({model: paths for model, paths in needs.items() if paths}))
+
+
+def _tp_reference(item: pytest.Item, path: str) -> bool:
+    """A TP check at TP 1 is the TP path's reference, compared on no path."""
+    callspec = getattr(item, "callspec", None)
+    return path == "tp" and callspec is not None and callspec.params.get("tp") == 1
 
 
 def needed(pytest_args: list[str], work: Path) -> dict[str, list[str]]:

@@ -29,9 +29,9 @@ def _image(size: tuple[int, int], seed: int) -> dict:
 
 
 def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1) -> list[Request]:
-    """Of each modality the model takes: four clips of different lengths,
-    four images of different shapes (and, where a prompt may hold several,
-    one prompt of three), a video, three texts."""
+    """Of each of these modalities: four clips of different lengths, four
+    images of different shapes (and, where a prompt may hold several, one
+    prompt of three), a video, three texts."""
     reqs: list[Request] = []
     if "audio" in modalities:
         for i, seconds in enumerate(AUDIO_S):
@@ -50,7 +50,8 @@ def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1) -> l
         reqs.append(Request(f"video:{frames}f", user(video_part(media.video_frames(frames, width, height,
                                                                                    seed=SEED + 30)),
                                                      PROMPTS["video"]), {"frames": frames}))
-    reqs += [Request(f"text{i}", user(text), {"chars": len(text)}) for i, text in enumerate(TEXTS)]
+    if "text" in modalities:
+        reqs += [Request(f"text{i}", user(text), {"chars": len(text)}) for i, text in enumerate(TEXTS)]
     return reqs
 
 

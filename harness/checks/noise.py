@@ -43,7 +43,7 @@ PATHS = {
 BF16_STEP = 2 ** -7
 REQUIRED = ("tier", "host", "model", "dtype", "path", "logprob_steps", "split_margin_nats", "max_splits",
             "calibrated_with", "measured")
-OPTIONAL = ("top_k", "figures", "note")
+OPTIONAL = ("top_k", "figures", "note", "refused")
 
 
 class NoiseProfileError(Exception):
@@ -76,6 +76,10 @@ class NoiseProfile:
     top_k: int = 5
     figures: dict = field(default_factory=dict, compare=False)
     note: str = ""
+    # Why calibration measured what is not noise: such a profile judges
+    # nothing (its checks fail saying so), and is not calibrated again
+    # until asked (`make calibrate`).
+    refused: str = ""
     source: str = field(default="", compare=False)  # the file it was read from
 
     @property
@@ -103,8 +107,9 @@ class NoiseProfile:
             lines.append(f"{key} = {_toml_value(getattr(self, key))}")
         if self.figures:
             lines.append("figures = { " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in self.figures.items()) + " }")
-        if self.note:
-            lines.append(f"note = {_toml_value(self.note)}")
+        for key in ("note", "refused"):
+            if getattr(self, key):
+                lines.append(f"{key} = {_toml_value(getattr(self, key))}")
         return "\n".join(lines) + "\n"
 
 
@@ -125,8 +130,14 @@ def _toml_value(value) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+CACHE_ENV = "MMHARNESS_NOISE_PROFILES"
+
+
 def cache_file() -> Path:
-    """The user's profiles, where calibration writes off the project's machines."""
+    """The user's profiles, where calibration writes off the project's
+    machines: $MMHARNESS_NOISE_PROFILES, else in the harness's cache."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
     base = os.environ.get("MMHARNESS_CACHE")
     return (Path(base) if base else ROOT / ".cache") / CACHE_NAME
 
@@ -184,6 +195,9 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
     profiles = all_profiles() if profiles is None else profiles
     same = [p for p in profiles if (p.tier, p.model, p.path) == (tier, model, path) and p.dtype in ("*", dtype)]
     for profile in same:
+        if profile.host == host and profile.refused:
+            raise NoProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
+                            f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})")
         if profile.host == host:
             return profile
     others = sorted({p.host for p in same})

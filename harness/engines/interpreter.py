@@ -64,6 +64,11 @@ for name in ("torchaudio", "torchcodec", "av", "soundfile"):
         pass
     except Exception as e:
         info[name]["error"] = f"{type(e).__name__}: {e}"[:500]
+# The server's token-in routes (a follower forces tokens through them), where this vLLM has them.
+import importlib.util, pathlib
+spec = importlib.util.find_spec("vllm")
+launcher = pathlib.Path(spec.submodule_search_locations[0]) / "entrypoints" / "launchers" / "cli_args.py"
+info["scale_out_routes"] = launcher.is_file() and "enable_scale_out" in launcher.read_text()
 try:
     info["timm"] = md.version("timm")
 except md.PackageNotFoundError:

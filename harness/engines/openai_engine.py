@@ -193,21 +193,44 @@ class OpenAIEngine(Engine):
                     forced: list[int]) -> Result:
         """The answer that continues `forced` tokens after the conversation's
         generation prompt, from the server itself (a comparator following
-        this stack past a split): the server detokenizes them, they go back
-        as the open final assistant message (`continue_final_message`), and
-        the prompt the server rendered must end with exactly them. NotForced
-        where they do not survive that round trip (a template that trims
-        the message, say), or the server cannot detokenize."""
+        this stack past a split). First as text: the server detokenizes the
+        tokens, they go back as the open final assistant message
+        (`continue_final_message`), and the prompt it rendered must end with
+        exactly them. Tokens that do not survive that round trip (a byte
+        token cut out of a character, a template that trims) go as tokens:
+        the server renders the prompt (`/v1/chat/completions/render`), the
+        tokens are appended, and its token-in route answers
+        (`/inference/v1/generate`, on a vLLM server with scale-out routes).
+        NotForced, saying why, where neither can."""
         status, text = self._post("/detokenize", {"model": self.served_model, "tokens": list(forced)},
                                   DETOKENIZE_TIMEOUT_S)
         if status != 200:
             raise NotForced(f"the server did not detokenize the forced tokens (HTTP {status}): {text[:300]}")
-        prefix = json.loads(text)["prompt"]
-        conv = [*conversation, {"role": "assistant", "content": prefix}]
+        conv = [*conversation, {"role": "assistant", "content": json.loads(text)["prompt"]}]
         [result] = self._fire([conv], sampling, [adapter], self._one, per_request=[{"forced": list(forced)}])
-        if isinstance(result, Rejected) and result.message.startswith(NOT_FORCED):
-            raise NotForced(result.message)
-        return result
+        if not (isinstance(result, Rejected) and result.message.startswith(NOT_FORCED)):
+            return result
+        return self._forced_as_tokens(conversation, sampling, adapter, forced, as_text=result.message)
+
+    def _forced_as_tokens(self, conversation, sampling: Sampling, adapter: LoraAdapter | None,
+                          forced: list[int], as_text: str) -> Result:
+        request = self._request(conversation, sampling, adapter.name if adapter else self.served_model, "render")
+        body = {k: v for k, v in request.items() if k not in ("extra_headers", "extra_body") and v is not None}
+        status, text = self._post("/v1/chat/completions/render", body | {"ignore_eos": sampling.ignore_eos},
+                                  DETOKENIZE_TIMEOUT_S)
+        if status != 200:
+            raise NotForced(f"{as_text}; and the server renders no prompt to tokens (HTTP {status}: {text[:200]})")
+        rendered = json.loads(text)
+        rendered["token_ids"] = [*rendered["token_ids"], *forced]
+        rendered["token_offsets"] = None  # they covered the prompt alone
+        status, text = self._post("/inference/v1/generate", rendered, self.request_timeout)
+        if status != 200:
+            raise NotForced(f"{as_text}; and its token-in route refused them (HTTP {status}: {text[:200]})")
+        choice = json.loads(text)["choices"][0]
+        content = (choice.get("logprobs") or {}).get("content") or []
+        return Completion(text="", token_ids=list(choice["token_ids"]),
+                          logprobs=[{t["token_id"]: t["logprob"] for t in c["top_logprobs"]} for c in content],
+                          prompt_token_count=len(rendered["token_ids"]), finish_reason=choice.get("finish_reason"))
 
     def _one_streamed(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
                       request_id: str) -> Result:

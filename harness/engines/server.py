@@ -142,7 +142,9 @@ class ServerEngine(OpenAIEngine):
                "--port", str(self.port), "--api-key", self.api_key,
                # Cached prompt tokens per answer: a reference must have none.
                "--enable-prompt-tokens-details",
-               *cli_flags(self.engine_args), *self.extra_flags]
+               *cli_flags(self.engine_args), *self.extra_flags,
+               # Token-in routes, for a follower's forced tokens (chat_forced).
+               *(["--enable-scale-out"] if self.interpreter.identity.get("scale_out_routes") else [])]
         self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.stacks.env()
                                                     | self.extra_env), self.log_path)
         deadline = time.monotonic() + self.start_timeout

@@ -129,7 +129,8 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
         pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
             "engine": ident.get("distribution"), "engine_version": ident.get("version"),
             "torch": ident.get("torch"), "device": ident.get("device"),
-            "engine_python": ident.get("python")} | kernel_metadata(ident))
+            "engine_python": ident.get("python"), "engine_host_kind": ident.get("host_kind")}
+            | kernel_metadata(ident))
         require_predicted_kernels(engine)
 
     return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),

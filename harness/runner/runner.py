@@ -376,6 +376,7 @@ class Runner:
             return use
         use.engine, use.watch = use.handle.engine, use.handle.watch
         use.host_kind, use.host_assumed = self._host_kind(use.engine)
+        use.engine.identity.setdefault("host_kind", use.host_kind)  # the run's metadata names it
         use.reopen = lambda: self.pool.get(spec, label=f"{label} (follower)", gpus=tp, lease=card).engine
         use.window = use.engine.mark()
         use.t0 = use.watch.now() if use.watch else 0.0
