@@ -114,3 +114,29 @@ def test_before_an_engine_runs_a_gpus_backend_is_not_known():
     assert same_kind("gpu:H100:sm90:FLASH_ATTN", "gpu:H100:sm90:default")
     assert not same_kind("gpu:H100:sm90:FLASH_ATTN", "gpu:A100:sm80:default")
     assert not same_kind("gpu:H100:sm90:FLASH_ATTN+batch-invariant", "gpu:H100:sm90:default")
+
+
+def test_the_gpu_tiers_batch_invariant_mode_reaches_every_engine_and_its_host_kind():
+    """--engine-batch-invariant: every engine's environment asks vLLM for
+    its batch-invariant mode, and its host kind says so (one stack then
+    compares exactly: tests/test_check_vocabulary.py). Refused on the CPU tier."""
+    from harness.engines.interpreter import EngineInterpreter
+
+    gpu = EngineInterpreter(tier="gpu", batch_invariant=True)
+    assert gpu.env()["VLLM_BATCH_INVARIANT"] == "1" and gpu.host == {"batch_invariant": True}
+    ident = {"device": "NVIDIA L4", "capability": "89", "attention_backend": "FLASH_ATTN"} | gpu.host
+    assert host_kind("gpu", ident) == "gpu:NVIDIA L4:sm89:FLASH_ATTN+batch-invariant"
+    assert "VLLM_BATCH_INVARIANT" not in EngineInterpreter(tier="gpu").env()
+    with pytest.raises(ValueError, match="GPU tier only"):
+        EngineInterpreter(tier="cpu", batch_invariant=True)
+
+
+def test_the_noisy_engine_reaches_every_engine_and_its_host_kind():
+    from harness.engines.interpreter import EngineInterpreter
+
+    noisy = EngineInterpreter(noise=3e-5)
+    assert noisy.env()["MMHARNESS_ENGINE_NOISE"] == "3e-05" and noisy.host["engine_noise"] == 3e-5
+    assert host_kind("cpu", dict(noisy.host) | {"kernels": "_C"}).endswith("+noise@3e-05")
+    assert "MMHARNESS_ENGINE_NOISE" not in EngineInterpreter().env()
+    with pytest.raises(ValueError, match=">= 0"):
+        EngineInterpreter(noise=-1)

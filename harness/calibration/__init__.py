@@ -139,7 +139,8 @@ def _profile(entry, path: str, outcome: Outcome, release: str, b: Bounds | None)
         calibrated_with=release, top_k=b.top_k if b else TOP_K,
         measured=(f"python -m harness calibrate: {f.pairs} answer pairs of the calibration's own workloads "
                   f"x {procedures.SAMPLING.max_tokens} tokens, {dt.date.today().isoformat()}, {machine()}"),
-        figures=f.to_dict(), refused=(outcome.refused + (f" [{notes}]" if notes else "")) if not b else "")
+        figures=f.to_dict(), note=notes if b else "",
+        refused=(outcome.refused + (f" [{notes}]" if notes else "")) if not b else "")
 
 
 def _observed_host(bench: procedures.Bench) -> str:

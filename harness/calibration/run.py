@@ -15,6 +15,9 @@ from harness.calibration.selection import SelectionError, needed
 from harness.checks.noise import all_profiles, cache_file
 from harness.engines.hosts import host_kind, same_kind
 from harness.engines.interpreter import EngineInterpreter
+from harness.engines.devices import run_devices
+from harness.memory.nvml import Nvml
+from harness.preflight.devices import gpu_problems
 from harness.results.status import ExitStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def calibrate_command(args: argparse.Namespace) -> int:
     host = EngineInterpreter(None, args.tier, kernels=args.engine_kernels, noise=args.engine_noise)
-    predicted = host_kind(args.tier, dict(host.identity) | host.host)
+    if args.tier == "gpu" and (problems := gpu_problems(())):
+        print(f"calibrate: {problems[0]}: the GPU tier's profiles are calibrated on its GPUs", file=sys.stderr)
+        return ExitStatus.USAGE
+    predicted = predicted_host(args.tier, host)
     selection = [*args.selection, "--tier", args.tier, "--engine-kernels", args.engine_kernels,
                  "--engine-noise", repr(args.engine_noise)]
     with tempfile.TemporaryDirectory(prefix="mmh-calibrate-") as tmp:
@@ -59,3 +65,14 @@ def calibrate_command(args: argparse.Namespace) -> int:
             if (profile.model, profile.path) in wanted and same_kind(profile.host, predicted):
                 print(profile.to_toml())
     return ExitStatus.FINDINGS if any(o.refused for o in outcomes) else ExitStatus.OK
+
+
+def predicted_host(tier: str, interpreter: EngineInterpreter) -> str:
+    """This machine's host kind before any engine runs: on the CPU tier the
+    kernel library its features choose, on the GPU tier the run's first
+    GPU (its attention backend is known once an engine runs)."""
+    if tier == "cpu":
+        return host_kind("cpu", interpreter.host)
+    with Nvml() as nvml:
+        first = run_devices(count=nvml.device_count)[0]
+        return host_kind("gpu", {"device": nvml.name(first), "capability": nvml.capability(first)} | interpreter.host)

@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.compat import SITE_DIR
 from harness.engines import supplies
 from harness.engines.faults import FAULTS_ENV
+from harness.engines.hosts import BATCH_INVARIANT_ENV
 from harness.engines.kernels import LEVEL_ENV, level_env
 from harness.engines.observations import ENV as OBSERVE_ENV
 from harness.setup.cpu_features import NATIVE, effective_features, isa_features, predicted_kernels
@@ -97,7 +98,7 @@ def resolve_python(path: str | os.PathLike | None) -> Path:
 
 class EngineInterpreter:
     def __init__(self, python: str | os.PathLike | None = None, tier: str = "cpu",
-                 kernels: str = NATIVE, noise: float = 0.0):
+                 kernels: str = NATIVE, noise: float = 0.0, batch_invariant: bool = False):
         self.python = resolve_python(python)
         self.tier = tier
         # The CPU tier's engines see no more than this level (--engine-kernels).
@@ -107,6 +108,10 @@ class EngineInterpreter:
         if not noise >= 0:
             raise ValueError(f"engine noise must be a number >= 0, got {noise}")
         self.noise = float(noise)
+        # vLLM's batch-invariant mode on every engine (--engine-batch-invariant, GPU tier).
+        if batch_invariant and tier != "gpu":
+            raise ValueError("--engine-batch-invariant is vLLM's GPU mode (VLLM_BATCH_INVARIANT=1): the GPU tier only")
+        self.batch_invariant = batch_invariant
 
     def _base_env(self) -> dict[str, str]:
         # The shim switches are per engine, never inherited from the harness.
@@ -143,7 +148,7 @@ class EngineInterpreter:
         holds what the engine really loaded beside it."""
         noise = {"engine_noise": self.noise} if self.noise else {}
         if self.tier != "cpu":
-            return noise
+            return noise | ({"batch_invariant": True} if self.batch_invariant else {})
         isa = effective_features(isa_features(), self.kernel_level)
         return {"kernel_level": self.kernel_level, "isa": isa, "predicted_kernels": predicted_kernels(isa)} | noise
 
@@ -159,6 +164,8 @@ class EngineInterpreter:
             env.update(level_env(self.kernel_level))
         if self.noise:
             env[NOISE_ENV] = repr(self.noise)
+        if self.batch_invariant:
+            env[BATCH_INVARIANT_ENV] = "1"
         env.update(extra or {})
         return env
 
