@@ -42,7 +42,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     count = sum(len(p) for p in todo.values())
     if not count:
         print(f"calibrate: host kind {predicted} has a noise profile for every path the selected checks "
-              f"declare ({sum(len(p) for p in needs.values())} of {len(needs)} models)")
+              f"declare ({sum(len(p) for p in needs.values())} paths of {len(needs)} models)")
         outcomes = []
     else:
         listed = "; ".join(f"{model} ({', '.join(paths)})" for model, paths in todo.items())
