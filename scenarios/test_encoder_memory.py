@@ -163,7 +163,7 @@ def test_chunk_boundary_invariance(forced, chunk_size, on_card, card, check):
     unforced, alone = on_card.run, on_card.reference
     wrong = {label: {"the unforced batch's answer": unforced[label]} for label in forced.labels
              if getattr(unforced[label], "token_ids", None) not in (None, alone[label].token_ids)}
-    check.all_invariant(forced, alone, wrong=wrong)
+    check.all_invariant(forced, alone, wrong=wrong, path="chunked-vs-unchunked")
 
 
 # --- checks: ragged video -------------------------------------------------------

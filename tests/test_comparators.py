@@ -162,4 +162,25 @@ def test_the_split_limit_is_the_profiles():
     assert compare_greedy(left, right, GPU_LIKE, follow=follow).ok
     two = dataclasses.replace(GPU_LIKE, max_splits=2)
     c = compare_greedy(left, right, two, follow=follow)
-    assert not c.ok and "3 splits in one answer" in c.message and "measured 2 at most" in c.message
+    assert not c.ok and "3 splits in one answer of 3 tokens" in c.message and "allows 2" in c.message
+
+
+def test_an_answer_longer_than_the_calibrations_may_split_at_the_measured_rate():
+    """Calibration saw 1 split in 20 positions (a rate of 10% with its
+    headroom) and at most 1 split per answer: a 40-token answer may split
+    4 times, a fifth split is more than noise."""
+    measured = dataclasses.replace(GPU_LIKE, max_splits=1, figures={"positions": 19, "splits": 1})
+    assert measured.split_rate == pytest.approx(0.1) and measured.splits_allowed(10) == 1
+    assert measured.splits_allowed(40) == 4
+
+    def answers(n_splits: int, n: int = 40):  # the right side splits every 8th position, followed or not
+        split = lambda i: i % 8 == 0 and i // 8 < n_splits  # noqa: E731
+        left = Out([7] * n, [lp((7, -1.0), (8, -1.01))] * n)
+        right = Out([8 if split(i) else 7 for i in range(n)],
+                    [lp((8, -1.0), (7, -1.01)) if split(i) else lp((7, -1.0), (8, -1.01)) for i in range(n)])
+        return left, right, lambda forced: Out(right.token_ids[len(forced):], right.logprobs[len(forced):])
+    left, right, follow = answers(4)
+    assert compare_greedy(left, right, measured, follow=follow).ok
+    left, right, follow = answers(5)
+    c = compare_greedy(left, right, measured, follow=follow)
+    assert not c.ok and "5 splits in one answer of 40 tokens" in c.message and "allows 4" in c.message

@@ -10,7 +10,8 @@ profile measured no noise). Where they chose different tokens (a split):
 - otherwise the split is tolerated only when each token is in the other
   side's top-k and each side's margin (its own token's logprob minus the
   other's token's) is within what the profile measured, and the answer has
-  split no more often than the profile's `max_splits`. The comparison then
+  split no more often than the profile allows (`splits_allowed`: its
+  `max_splits`, or its split rate over a longer answer). The comparison then
   goes on: `follow` forces the right side's stack along the left side's
   tokens through the split and answers the rest, and the left side's
   continuation is held to that, split by split. Without a follower the
@@ -129,9 +130,10 @@ def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
                                  f"{profile.split_margin_nats} nats profile {profile.name} measured at a split"
                                  f"{_after(splits)}", first)
         splits.append(Split(pos, ta, tb, *margins))
-        if len(splits) > profile.max_splits:
-            return result(False, f"{head}; {len(splits)} splits in one answer: more than noise (profile "
-                                 f"{profile.name} measured {profile.max_splits} at most)", first)
+        allowed = profile.splits_allowed(len(a))
+        if len(splits) > allowed:
+            return result(False, f"{head}; {len(splits)} splits in one answer of {len(a)} tokens: more than "
+                                 f"noise (profile {profile.name} allows {allowed})", first)
         if follow is None:
             return result(True, f"{head}, a split within profile {profile.name}; positions after it "
                                 f"unscored (no follower for {lb}'s stack)", first, unscored_after=pos)

@@ -41,6 +41,7 @@ PATHS = {
 # One bfloat16 step of a value's size: logprob bounds are counted in these,
 # since kernel noise in bf16 scales with the value (at least 1 nat's step).
 BF16_STEP = 2 ** -7
+SPLIT_RATE_HEADROOM = 2.0
 REQUIRED = ("tier", "host", "model", "dtype", "path", "logprob_steps", "split_margin_nats", "max_splits",
             "calibrated_with", "measured")
 OPTIONAL = ("top_k", "figures", "note", "refused")
@@ -53,6 +54,11 @@ class NoiseProfileError(Exception):
 class NoProfile(NoiseProfileError):
     """No profile judges this comparison on this host kind; says which host
     kinds have one and how to calibrate."""
+
+
+class RefusedProfile(NoProfile):
+    """Calibration measured what is not noise on this path and host kind,
+    so nothing judges it here."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,22 @@ class NoiseProfile:
     def exact(self) -> bool:
         """Measured noise 0: answers must be token-identical with equal logprobs."""
         return self.logprob_steps == 0 and self.split_margin_nats == 0
+
+    @property
+    def split_rate(self) -> float:
+        """The share of positions that may split: the calibration's measured
+        share, doubled (a finite sample's largest underestimates the next)."""
+        f = self.figures
+        splits = f.get("splits", 0) + f.get("splits_outside_top_k", 0)
+        return SPLIT_RATE_HEADROOM * splits / max(1, f.get("positions", 0) + splits)
+
+    def splits_allowed(self, positions: int) -> int:
+        """Tolerated splits in one answer of `positions` tokens: as many as
+        one calibration answer showed (max_splits), or, in an answer longer
+        than the calibration's, its split rate times its length."""
+        if self.split_margin_nats == 0:
+            return 0
+        return max(self.max_splits, math.ceil(self.split_rate * positions))
 
     def logprob_tolerance(self, logprob: float) -> float:
         return self.logprob_steps * BF16_STEP * max(1.0, abs(logprob))
@@ -196,7 +218,7 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
     same = [p for p in profiles if (p.tier, p.model, p.path) == (tier, model, path) and p.dtype in ("*", dtype)]
     for profile in same:
         if profile.host == host and profile.refused:
-            raise NoProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
+            raise RefusedProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
                             f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})")
         if profile.host == host:
             return profile

@@ -278,14 +278,14 @@ class Check:
         self._held(run, reference, label, wrong=wrong)
 
     def all_invariant(self, run: Run, reference: Run, *, wrong: dict[str, dict] | None = None,
-                      labels: list[str] | None = None) -> None:
+                      labels: list[str] | None = None, path: str = "same-stack") -> None:
         """Every request's output in `run` equals its output in `reference`
         (`wrong`: per label, wrong answers besides the other references;
-        `labels`: only these requests)."""
+        `labels`: only these requests; `path`: the numeric path between them)."""
         self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
         for label in labels if labels is not None else run.labels:
             self.isolated(reference, label)
-            self._held(run, reference, label, wrong=(wrong or {}).get(label))
+            self._held(run, reference, label, wrong=(wrong or {}).get(label), path=path)
 
     def across_tp(self, run: Run, reference: Run, tp: int) -> None:
         """Every request's output at TP `tp` equals its output at TP 1, within
@@ -313,6 +313,10 @@ class Check:
         that fails is told with the wrong answer it equals, where it equals
         one (another request's, its input under another adapter)."""
         self.read(run, reference)
+        # An answer that never came (a crash, a known issue) is the verdict,
+        # whether or not this host kind has a profile to compare by.
+        check_completed([run[label], reference[label]], [f"{label} ({context or run.how})",
+                                                         f"{label} ({reference_name})"])
         profile = self.profile(run, path)
         follow = reference.follower(label)
         # The wrong answers given first: a failing answer is named after them first.
