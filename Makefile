@@ -31,9 +31,13 @@ models: setup
 # `alone` (the soak) has the machine to itself. 0: one process, as the GPU
 # tier and a run against --engine-url (one server for every check) do.
 RUN_WORKERS ?= $(if $(and $(filter cpu,$(TIER)),$(if $(findstring --engine-url,$(RUN_ARGS)),,1)),2,0)
+# A failed check runs once more on fresh engines: flaky (exit status 7) or
+# confirmed (harness/plugins/reruns.py). 0: no rerun.
+RERUNS ?= 1
 run: setup models
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
-		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
+		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder --reruns $(RERUNS) \
+		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 # make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [FUZZ_SHRINK=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
 # (every cell of the cache matrix: --cache-cells full)
@@ -53,7 +57,7 @@ FUZZ_SHRINK ?= 600
 SOAK_SECONDS ?= 1800
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup
-	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
+	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short --reruns $(RERUNS) \
 		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --fuzz-shrink $(FUZZ_SHRINK) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
 		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
