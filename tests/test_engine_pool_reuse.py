@@ -95,6 +95,7 @@ def test_a_failed_checks_engines_are_retired_and_their_users_get_new_ones(pool):
     assert not other.evicted and not other.engine.closed
     assert pool.get(spec, label="batch again").engine is not under_test.engine
     assert len(pool.started) == 4
+    assert under_test.spec == spec  # what a rerun starts ahead
 
 
 def test_engines_released_at_a_modules_end_say_so_to_a_rerun_of_its_last_check(pool):

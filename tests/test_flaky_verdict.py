@@ -12,6 +12,8 @@ acts: flaky. The equal batch's clip3 gets clip0's embedding on every
 engine: it fails on the rerun too. Were the rerun on the old engine, or
 on the old run, clip0 would fail again.
 """
+from pathlib import Path
+
 import pytest
 
 from tests.scenario_runs import run_scenarios
@@ -39,8 +41,10 @@ def test_a_fault_in_the_first_attempts_engine_only_is_flaky(flaky_run):
     first, rerun = rec.attempts
     assert first["verdict"] == "fail" and first["message"] == rec.message and "clip0" in rec.message
     assert (rerun["verdict"], rerun["outcome"]) == ("pass", "passed: flaky")
-    # Fresh engines: the rerun's slices are of other engine logs than the first attempt's.
-    assert first["log_path"] != rerun["log_path"]
+    # Fresh engines: the rerun's log slice and timeline are of another
+    # engine than the first attempt's, whose own stay in place.
+    for kind in ("log_path", "timeline_path"):
+        assert first[kind] != rerun[kind] and all(Path(a[kind]).exists() for a in (first, rerun)), kind
     # The leak acted in one engine, the first attempt's batch engine, and claimed it.
     [marker] = (tmp / "run" / "fault-markers").iterdir()
     assert marker.name == "padding-leak"

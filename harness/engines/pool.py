@@ -113,6 +113,8 @@ class EngineHandle:
     taken_out: list[int] = field(default_factory=list)
     # The failed starts before this engine came up, each retried (harness.engines.retry).
     attempts: list[dict] = field(default_factory=list)
+    # What it was asked for as: a rerun's engine of the same spec starts ahead of its use.
+    spec: EngineSpec | None = None
     # Retired while its user may come back to it (to make room for another
     # engine, after its module's checks, before a failed check's rerun):
     # that user must get a new one. Never set for a crash, which later
@@ -197,6 +199,7 @@ class EnginePool:
             handle = None
         if handle is None:
             handle = self._take_ahead(spec.key) or self._start(spec, label, gpus, lease)
+            handle.spec = spec
             self.handles[spec.key] = handle
         handle.served.append(label)
         self._handed_out += 1

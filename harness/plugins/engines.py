@@ -213,13 +213,18 @@ def _retire_after(item: pytest.Item) -> None:
 
 def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:
     """A failed check runs again on fresh engines: the engines of the runs
-    it read and of the fixtures computed again are retired now (their
-    runner starts new ones of the same specs)."""
+    it read and of the fixtures computed again are retired now, and new
+    ones of the same specs start ahead, side by side (CPU tier), for their
+    runner to take over."""
     state = item.config.stash[ENGINES]
     check = item.stash.get(CHECK, None)
-    if state.pool is not None:
-        uses = engine_uses([*(check.runs if check else []), *held])
-        state.pool.retire([use.handle for use in uses if use.handle is not None])
+    if state.pool is None:
+        return
+    uses = engine_uses([*(check.runs if check else []), *held])
+    handles = [use.handle for use in uses if use.handle is not None]
+    state.pool.retire(handles)
+    for spec in {h.spec.key: h.spec for h in handles if h.spec is not None}.values():
+        state.pool.start_ahead(spec, label=f"{item.name} (rerun)")
 
 
 # --- a check's runs onto its record ----------------------------------------

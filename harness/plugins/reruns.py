@@ -15,8 +15,8 @@ the check:
   package-scoped ones) that hold a run (a `Run`, or a Soak's engine use) or
   failed are torn down, with whatever depends on them; the engines their
   runs and the check's own runs used are retired through the pool
-  (`pytest_mmharness_rerun`, the engines plugin); then setup computes those
-  fixtures again, on new engines of the same specs. Fixtures holding no run
+  (`pytest_mmharness_rerun`, the engines plugin, which starts new ones of
+  the same specs ahead); then setup computes those fixtures again, on them. Fixtures holding no run
   (the runner, a workload) are kept: the same arguments and workload.
 - Checks that already passed on the old runs are not rerun; the module's
   later checks read the rerun's runs.

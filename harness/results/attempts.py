@@ -71,6 +71,7 @@ def _attempt(record: CheckRecord) -> dict[str, Any]:
     fields = {"verdict": record.verdict, "cause": cause_text(record.cause), "message": record.message,
               "divergence": record.divergence, "known_issue": record.known_issue,
               "engines": record.evidence.get("engines"), "log_path": record.log_path,
+              "timeline_path": record.timeline_path,
               "started": record.started, "finished": record.finished,
               "seconds": round(record.seconds, 3)}
     return {key: value for key, value in fields.items() if value not in (None, "", {}, [])}
