@@ -67,8 +67,9 @@ def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:
     the rerun's setup, after the module-scoped fixtures that held the failed
     attempt's runs (`held`, their values) were torn down, before they are
     computed again. The engines of those runs and of the runs the check
-    read are retired here (the engines plugin), so the rerun starts new ones
-    of the same specs; `cause` is the first attempt's."""
+    read are retired here (the engines plugin), so the rerun runs on new
+    ones of the same specs (started ahead on the CPU tier); `cause` is the
+    first attempt's."""
 
 
 # --- the run ------------------------------------------------------------------
