@@ -40,12 +40,16 @@ calibrate: setup models
 # `alone` (the soak) has the machine to itself. 0: one process, as the GPU
 # tier and a run against --engine-url (one server for every check) do.
 RUN_WORKERS ?= $(if $(and $(filter cpu,$(TIER)),$(if $(findstring --engine-url,$(RUN_ARGS)),,1)),2,0)
+# A failed check runs once more on fresh engines: flaky (exit status 7) or
+# confirmed (harness/plugins/reruns.py). 0: no rerun.
+RERUNS ?= 1
 # First the noise profiles this host kind lacks (one line says whether any);
 # a refused calibration leaves its checks to fail naming it, so the run goes on.
 run: setup models
 	-$(CALIBRATE) --missing $(RUN_ARGS)
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
-		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
+		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder --reruns $(RERUNS) \
+		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 # make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [FUZZ_SHRINK=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
 # (every cell of the cache matrix: --cache-cells full)
@@ -66,7 +70,7 @@ SOAK_SECONDS ?= 1800
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup
 	-$(VPY) -m harness calibrate --missing --tier gpu --stress $(RUN_ARGS)
-	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
+	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short --reruns $(RERUNS) \
 		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --fuzz-shrink $(FUZZ_SHRINK) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
 		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)

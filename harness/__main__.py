@@ -42,7 +42,7 @@ from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
 from harness.report.shard_merge import merge_shard_runs
 from harness.report.summary import print_run_summary
-from harness.results.history import append_history, failing_since, history_entry, read_history
+from harness.results.history import append_history, failing_since, flaky_counts, history_entry, read_history
 from harness.results.merge import merge_run
 from harness.results.metadata import collect_host_metadata
 from harness.results.run import ResultsError, load_results
@@ -209,7 +209,8 @@ def _render(args: argparse.Namespace) -> int:
     history = read_history(args.history)
     out = args.output or layout.report_html
     render_report(results, out, baseline=baseline, streaks=failing_since(history.entries, run_id),
-                  history_problems=history.problems, memory_pct=args.memory_diff_pct)
+                  flaky=flaky_counts(history.entries, run_id), history_problems=history.problems,
+                  memory_pct=args.memory_diff_pct)
     for problem in results.problems:
         print(f"warning: {problem}", file=sys.stderr)
     print_run_summary(results, out)

@@ -7,8 +7,9 @@ engine's cause, and checks that need only the workload still run.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from harness.checks.comparators import Follow
 from harness.checks.requests import check_completed
@@ -169,3 +170,39 @@ class Paired:
     another stack's answers): what a scenario's pair fixture gives."""
     run: Run
     reference: Run
+
+
+def _held(value: Any, seen: set[int], depth: int = 0) -> Iterator[Run | EngineUse]:
+    """The runs and engine uses inside a value, through containers and
+    dataclasses (a Paired, a Soak, a dict of runs), not below a few levels:
+    workloads hold media that need no walk."""
+    if id(value) in seen or depth > 4:
+        return
+    seen.add(id(value))
+    if isinstance(value, (Run, EngineUse)):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _held(item, seen, depth + 1)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _held(item, seen, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _held(getattr(value, f.name), seen, depth + 1)
+
+
+def holds_runs(value: Any) -> bool:
+    """Whether a value (a fixture's) holds a run, sent or not yet."""
+    return next(_held(value, set()), None) is not None
+
+
+def engine_uses(values: list[Any]) -> list[EngineUse]:
+    """The engine uses of the runs inside `values` that were sent (a
+    deferred run never sent used no engine), each once."""
+    uses: dict[int, EngineUse] = {}
+    for found in _held(values, set()):
+        use = found if isinstance(found, EngineUse) else found.use if found.done else None
+        if use is not None:
+            uses.setdefault(id(use), use)
+    return list(uses.values())
