@@ -39,9 +39,10 @@ LEAK_SCALE = 3 * SENSITIVITY_SCALE
 # Every fault run again on the noisy engine (--engine-noise), a noisy host on
 # any machine, judged by that host kind's calibrated profiles: the checks
 # must still fail on the faults, at the threshold measured under that noise
-# (benchmarks/measure_sensitivity.py --engine-noise NOISE).
+# (benchmarks/measure_sensitivity.py --engine-noise NOISE: on an Intel Xeon
+# with AMX, _C, every clip, image and frame caught from 0.03 of its std).
 NOISE = 3e-5
-NOISY_SENSITIVITY_SCALE = 1e-4
+NOISY_SENSITIVITY_SCALE = 0.03
 NOISY_LEAK_SCALE = 3 * NOISY_SENSITIVITY_SCALE
 
 
