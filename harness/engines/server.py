@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.control import EngineControl, control_file
-from harness.engines.interpreter import EngineInterpreter
+from harness.engines.interpreter import EngineInterpreter, engine_cwd
 from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
 from harness.engines.stacks import StackDumps, stacks_folder
@@ -143,7 +143,7 @@ class ServerEngine(OpenAIEngine):
                "--enable-prompt-tokens-details",
                *cli_flags(self.engine_args), *self.extra_flags]
         self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.stacks.env()
-                                                    | self.extra_env), self.log_path)
+                                                    | self.extra_env), self.log_path, cwd=engine_cwd())
         deadline = time.monotonic() + self.start_timeout
         while not self.healthy(timeout=1.0):
             death = self.proc.death()
