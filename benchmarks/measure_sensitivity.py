@@ -1,7 +1,11 @@
 """How small a fault each invariance family catches: an in-engine
 perturbation of one item's embedding, scaled from 1e-5 to 1 times that
 embedding's standard deviation, against the family's comparison (the
-harness's comparator with the same-stack profile of noise_profiles.toml).
+harness's comparator with the same-stack profile calibrated for this host
+kind and model, a tolerated split followed on the reference's stack, as
+the checks do). On a noisy path (`--engine-noise S`: both engines a noisy
+host, judged by that host kind's calibrated profile; or a noisy host
+itself) it prints the detection threshold under the calibrated tolerance.
 
 One engine runs with the leak faults switched on (mmharness_faults:
 padding-leak perturbs every clip shorter than the longest in a ragged audio
@@ -14,10 +18,12 @@ reference engine. Prints, per family and item, the smallest scale caught
 catches every item the fault reaches: a measured figure, not a pass
 criterion. Asserts nothing.
 
-usage: .venv/bin/python benchmarks/measure_sensitivity.py
+usage: .venv/bin/python benchmarks/measure_sensitivity.py [--engine-noise S] [--kernels LEVEL]
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -26,7 +32,12 @@ from _tiny import GREEDY_16, tiny_gemma4
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import profile_for
 from harness.engines.faults import fault_env
+from harness.engines.hosts import host_kind
+from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
+from harness.engines.outcomes import Completion
+from harness.engines.parallel import placement
+from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 from harness.runner.runner import REFERENCE_ARGS
 from harness.workloads import audio, vision
 from harness.workloads.chat import with_uuids
@@ -43,28 +54,47 @@ def answers(engine, work, tag: str) -> list:
     return engine.chat([with_uuids(r.conversation, f"{tag}-{i}") for i, r in enumerate(work.requests)], GREEDY_16)
 
 
+def follower(ref, conversation, tag: str):
+    """The reference's stack forced along the batch's tokens through a split."""
+    def follow(tokens: list[int]):
+        sampling = dataclasses.replace(GREEDY_16, max_tokens=GREEDY_16.max_tokens - len(tokens))
+        if sampling.max_tokens <= 0:  # the split was at the last position
+            return Completion(text="", token_ids=[], logprobs=[], finish_reason="length")
+        return ref.chat([with_uuids(conversation, f"{tag}-{len(tokens)}")], sampling, forced=[tokens])[0]
+    return follow
+
+
 def main() -> None:
-    interpreter, entry, model = tiny_gemma4()
-    profile = profile_for("cpu", interpreter.identity.get("distribution"), interpreter.identity.get("version"),
-                          entry.engine_args.get("dtype"), "same-stack")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine-noise", type=float, default=0.0)
+    parser.add_argument("--kernels", default=NATIVE, choices=LEVEL_NAMES)
+    opts = parser.parse_args()
+    _, entry, model = tiny_gemma4()
+    interpreter = EngineInterpreter(kernels=opts.kernels, noise=opts.engine_noise)
     with tempfile.TemporaryDirectory() as tmp:
         with OfflineEngine(model, {**entry.engine_args, **REFERENCE_ARGS}, interpreter,
-                           Path(tmp) / "ref.log") as ref:
+                           Path(tmp) / "ref.log", env=placement(1, "cpu")) as ref, \
+                OfflineEngine(model, {**entry.engine_args, **REFERENCE_ARGS}, interpreter, Path(tmp) / "faulted.log",
+                              env=placement(1, "cpu") | fault_env("padding-leak", "vision-chunk-leak", scale=0.0)) \
+                as faulted:
             ref.start()
+            profile = profile_for("cpu", host_kind("cpu", ref.identity), entry.name,
+                                  entry.engine_args.get("dtype"), "same-stack")
             solo = {name: [ref.chat([with_uuids(r.conversation, f"solo-{name}-{i}")], GREEDY_16)[0]
                            for i, r in enumerate(work.requests)] for name, work in MODULE_GROUPS.items()}
-        caught: dict[str, dict[str, list[float]]] = {name: {} for name in MODULE_GROUPS}
-        with OfflineEngine(model, {**entry.engine_args, **REFERENCE_ARGS}, interpreter, Path(tmp) / "faulted.log",
-                           env=fault_env("padding-leak", "vision-chunk-leak", scale=0.0)) as faulted:
+            caught: dict[str, dict[str, list[float]]] = {name: {} for name in MODULE_GROUPS}
             faulted.start()
             for scale in SCALES:
                 for name, work in MODULE_GROUPS.items():
                     with faulted.control.steering(fault_scale=scale):
                         got = answers(faulted, work, f"{name}-{scale}")
-                    for label, g, s in zip(work.labels, got, solo[name]):
-                        if not compare_greedy(g, s, profile).ok:
+                    for r, g, s in zip(work.requests, got, solo[name]):
+                        follow = follower(ref, r.conversation, f"follow-{name}-{scale}-{r.label}")
+                        if not compare_greedy(g, s, profile, follow=follow).ok:
+                            label = r.label
                             caught[name].setdefault(label, []).append(scale)
-    print(f"profile {profile.name} ({'exact' if profile.exact else 'tolerant'}); scales {list(SCALES)}")
+    print(f"profile {profile.name} ({'exact' if profile.exact else f'logprob_steps {profile.logprob_steps}, split_margin_nats {profile.split_margin_nats}, max_splits {profile.max_splits}'}); "
+          f"scales {list(SCALES)}")
     for name, work in MODULE_GROUPS.items():
         smallest = {}
         for label in work.labels:

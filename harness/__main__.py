@@ -15,6 +15,10 @@
   bisect CHECK --good SPEC --bad SPEC [--as-of DATE|now] [--fit PKG]
                              the first version where CHECK's verdict changes;
                              writes bisect.html
+  calibrate [--missing] [--print] [--commit] [PYTEST SELECTION...]
+                             the noise profiles of this host kind, for the paths
+                             the selected scenario checks declare, measured on
+                             the tier's pinned release
 
 Exit statuses are harness.results.status.ExitStatus: diff exits 1 when the
 new run has new failures, render, summary and merge give the run's own
@@ -40,16 +44,18 @@ from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
 from harness.report.shard_merge import merge_shard_runs
 from harness.report.summary import print_run_summary
-from harness.results.history import append_history, failing_since, history_entry, read_history
+from harness.results.history import append_history, failing_since, flaky_counts, history_entry, read_history
 from harness.results.merge import merge_run
 from harness.results.metadata import collect_host_metadata
 from harness.results.run import ResultsError, load_results
 from harness.results.status import ExitStatus, describe, failures_status, run_status
 from harness.results.store import RunLayout
+from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 from harness.units import GiB
 from harness.versions import SpecError
 
 REPO = Path(__file__).resolve().parents[1]
+PROFILES_COMMITTED = "noise_profiles.toml"
 KILLED = "killed before it finished"
 WITH_HELP = ("install this pin beside each engine version (repeatable), e.g. the transformers of an old "
              "release's time where today's refuses it: transformers==5.5.4")
@@ -132,7 +138,28 @@ def main(argv: list[str] | None = None) -> int:
                              "and a start), then bisect beside it")
     bisect.set_defaults(command="bisect")
 
-    args = parser.parse_args(argv)
+    calibrate = commands.add_parser(
+        "calibrate", help="measure this host kind's noise profiles on the tier's pinned release", allow_abbrev=False,
+        description="Measure, on this host, the noise of every numeric path the selected scenario checks "
+                    "declare, on the tier's pinned release (never an --engine-python candidate), with the "
+                    "calibration's own workloads. Arguments it does not know select checks as pytest's do "
+                    "(-k, --model, --stress, module paths).")
+    calibrate.add_argument("--missing", action="store_true",
+                           help="only the paths this host kind has no profile for (what make run does first)")
+    calibrate.add_argument("--print", dest="print_toml", action="store_true",
+                           help="print the profiles of this host kind that the selection needs, as TOML to commit")
+    calibrate.add_argument("--commit", action="store_true",
+                           help=f"write into {PROFILES_COMMITTED} (the project's machines) instead of the user's cache")
+    calibrate.add_argument("--tier", choices=("cpu", "gpu"), default="cpu")
+    calibrate.add_argument("--engine-kernels", choices=LEVEL_NAMES, default=NATIVE)
+    calibrate.add_argument("--engine-noise", type=float, default=0.0)
+    calibrate.add_argument("--models-file", type=Path)
+    calibrate.set_defaults(command="calibrate")
+
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "calibrate":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.selection = rest
     sigterm_interrupts()
     try:
         status = COMMANDS[args.command](args)
@@ -192,7 +219,8 @@ def _render(args: argparse.Namespace) -> int:
     history = read_history(args.history)
     out = args.output or layout.report_html
     render_report(results, out, baseline=baseline, streaks=failing_since(history.entries, run_id),
-                  history_problems=history.problems, memory_pct=args.memory_diff_pct)
+                  flaky=flaky_counts(history.entries, run_id), history_problems=history.problems,
+                  memory_pct=args.memory_diff_pct)
     for problem in results.problems:
         print(f"warning: {problem}", file=sys.stderr)
     print_run_summary(results, out)
@@ -266,7 +294,13 @@ def _bisect(args: argparse.Namespace) -> int:
     return ExitStatus.USAGE if answer.broken_ends else ExitStatus.OK
 
 
-COMMANDS = {"diff": _diff, "ab": _ab, "render": _render, "summary": _summary, "merge": _merge,
+def _calibrate(args: argparse.Namespace) -> int:
+    from harness.calibration.run import calibrate_command
+
+    return calibrate_command(args)
+
+
+COMMANDS = {"calibrate": _calibrate, "diff": _diff, "ab": _ab, "render": _render, "summary": _summary, "merge": _merge,
             "install": _install, "list": _list, "prune": _prune, "bisect": _bisect}
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ def test_cell_caches_as_set(sequential, cell, check):
     check.caches_as_set(sequential, cell)
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_sequential_matches_references(sequential, references, check):
     """Both rounds, one request after another: each answer equals the same
     request alone, and the comparator rejects the other requests' answers
@@ -88,6 +89,7 @@ def test_sequential_matches_references(sequential, references, check):
         check.all_invariant(run, references)
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_concurrent_matches_references(at_once, references, check):
     """Both rounds at once, each request beside its own repeat: each answer
     equals the same request alone, with the same power."""

@@ -102,6 +102,7 @@ def test_encoder_chunked_on_card(on_card, card, check):
     check.chunked(on_card.run, "the batch on the card")
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_batch_invariance_on_card(on_card, card, check):
     """Every prompt's output in the chunked batch equals its output alone on
     the reference engine, and the comparator rejects the other prompts'
@@ -150,6 +151,7 @@ def test_chunk_from_free_memory(on_card, low_free, card, check):
 
 # --- checks: chunk boundaries ---------------------------------------------------
 
+@pytest.mark.numeric_paths("chunked-vs-unchunked")
 def test_chunk_boundary_invariance(forced, chunk_size, on_card, card, check):
     """With the chunk size forced to 1, 2, 3, 5 or everything at once, the
     encoder really made passes of that size (observed), and every prompt's
@@ -161,7 +163,7 @@ def test_chunk_boundary_invariance(forced, chunk_size, on_card, card, check):
     unforced, alone = on_card.run, on_card.reference
     wrong = {label: {"the unforced batch's answer": unforced[label]} for label in forced.labels
              if getattr(unforced[label], "token_ids", None) not in (None, alone[label].token_ids)}
-    check.all_invariant(forced, alone, wrong=wrong)
+    check.all_invariant(forced, alone, wrong=wrong, path="chunked-vs-unchunked")
 
 
 # --- checks: ragged video -------------------------------------------------------
@@ -174,6 +176,7 @@ def test_ragged_video_one_pass(ragged_video, card, check):
     check.one_pass(ragged_video.run, modality="video", ragged=True)
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_ragged_video_invariance(ragged_video, card, check):
     """Each video's output in the ragged batch equals its output alone on
     the reference engine."""

@@ -40,6 +40,7 @@ def limits(runner, fuzz, upcoming):
     return accepted
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_fuzz_batches(runner, limits, fuzz, check):
     """For the budget, every drawn batch holds (harness.fuzz.judge): it is
     answered, in one step, and each request's answer equals its answer
@@ -52,6 +53,7 @@ def test_fuzz_batches(runner, limits, fuzz, check):
 
 
 @pytest.mark.parametrize("kind", hostile.KINDS)
+@pytest.mark.numeric_paths("same-stack")
 def test_fuzz_hostile(runner, limits, fuzz, kind, check):
     """For its share of the budget, every drawn payload of the kind gets a
     4xx with a message (beyond the longest clip: a 4xx, or an answer capped
@@ -60,6 +62,7 @@ def test_fuzz_hostile(runner, limits, fuzz, kind, check):
                                     share=1 / len(hostile.KINDS)))
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_fuzz_replay(runner, limits, replay_spec, check):
     """The workload --fuzz-replay names, judged once by the property that
     found it (collected only with --fuzz-replay, for the workload's model)."""

@@ -29,6 +29,7 @@ def answers(runner):
     return Paired(runner.batch(work, SAMPLING), runner.dequantized_reference(work, SAMPLING))
 
 
+@pytest.mark.numeric_paths("w4a16")
 def test_engine_agrees_with_the_dequantized_model(answers, check):
     """Each prompt's greedy output on the engine agrees with HF transformers
     on the dequantized model within the noise profile of the host's 4-bit

@@ -64,6 +64,7 @@ def test_one_pass(batch, check):
     check.one_pass(batch.run, modality="audio", ragged=batch.run.workload.name == "ragged")
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_batch_invariance(batch, clip, check):
     """A clip's greedy output in the batch equals its output alone on the
     reference engine (no cached tokens): padding does not leak into the
@@ -88,6 +89,7 @@ def test_concurrent_all_answered(load, check):
     check.completed(load.run)
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_concurrent_matches_solo(load, check):
     """The premise first, observed in the server: the requests were served
     together (a step with two or more prompts in prefill, an audio encoder

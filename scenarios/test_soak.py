@@ -63,6 +63,7 @@ def test_soak_answered(runner, soak, check):
     check.soak_answered(soak, runner.soak_run(soak))
 
 
+@pytest.mark.numeric_paths("same-stack")
 def test_soak_answers_match_references(runner, soak, soak_settings, check):
     """After the warm-up, one wave per timeslice: each of its answers equals
     the same request alone on the isolated reference engine, and the

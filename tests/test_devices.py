@@ -452,7 +452,7 @@ class StubPool:
         if self.raises:
             raise self.raises
         engine = SimpleNamespace(chat=lambda convs, sampling, adapters=None: ["answer"] * len(convs),
-                                 mark=lambda: None, observations=None, kind="stub",
+                                 mark=lambda: None, observations=None, kind="stub", identity={},
                                  control=SimpleNamespace(steering=lambda **steer: contextlib.nullcontext()))
         return EngineHandle(engine)
 

@@ -80,3 +80,28 @@ def test_release_by_name_leaves_the_other_models_engines(pool):
     g3n = get(pool, "m3n", label="s[g3n]", name="tiny-gemma3n")
     assert [e.engine for e in pool.release_since(mark, name="tiny-gemma4")] == [g4]
     assert not g3n.closed and [e.engine for e in pool.handles.values()] == [g3n]
+
+
+def test_a_failed_checks_engines_are_retired_and_their_users_get_new_ones(pool):
+    """Before a rerun: the engines its runs used are retired, and their
+    handles say so; the others stay, and the next `get` of the same spec
+    starts a new engine."""
+    spec = pool.spec("offline", "m")
+    under_test = pool.get(spec, label="batch")
+    reference = pool.get(pool.spec("offline", "m", {"enable_prefix_caching": False}), label="references")
+    other = pool.get(pool.spec("server", "m"), label="load")
+    assert pool.retire([under_test, reference]) == [under_test, reference]
+    assert under_test.engine.closed and reference.engine.closed and under_test.evicted and reference.evicted
+    assert not other.evicted and not other.engine.closed
+    assert pool.get(spec, label="batch again").engine is not under_test.engine
+    assert len(pool.started) == 4
+    assert under_test.spec == spec  # what a rerun starts ahead
+
+
+def test_engines_released_at_a_modules_end_say_so_to_a_rerun_of_its_last_check(pool):
+    """The module's last check failed: its engines were released after its
+    teardown, before the rerun. Their users must not come back to them."""
+    mark = pool.mark()
+    handle = pool.get(pool.spec("offline", "m"), label="batch")
+    assert pool.release_since(mark) == [handle] and handle.evicted
+    assert pool.retire([handle]) == [] and len(pool.retired) == 1  # retired once

@@ -28,6 +28,8 @@ PASS = CheckRecord(id="a", verdict="pass")
 ENGINE_FAIL = CheckRecord(id="b", verdict="fail", cause="mismatch")
 HARNESS_BUG = CheckRecord(id="c", verdict="error", cause="harness: KeyError")
 KNOWN = CheckRecord(id="d", verdict="known issue", cause="oom")
+FLAKY = CheckRecord(id="f", verdict="flaky", cause="mismatch",
+                    attempts=[{"verdict": "fail", "cause": "mismatch"}, {"verdict": "pass", "outcome": "passed: flaky"}])
 
 
 @pytest.mark.parametrize("results, pytest_status, expected", [
@@ -43,9 +45,23 @@ KNOWN = CheckRecord(id="d", verdict="known issue", cause="oom")
     (_results(), ExitStatus.USAGE, ExitStatus.USAGE),
     (_results(PASS), pytest.ExitCode.INTERNAL_ERROR, ExitStatus.HARNESS_ERROR),
     (_results(), ExitStatus.NOTHING_SELECTED, ExitStatus.NOTHING_SELECTED),
+    # Flaky: its own status, below findings, harness errors and an incomplete run.
+    (_results(PASS, FLAKY, KNOWN), ExitStatus.OK, ExitStatus.FLAKY),
+    (_results(FLAKY, ENGINE_FAIL), ExitStatus.FINDINGS, ExitStatus.FINDINGS),
+    (_results(FLAKY, HARNESS_BUG), ExitStatus.FINDINGS, ExitStatus.HARNESS_ERROR),
+    (_results(FLAKY, run={"complete": False}), ExitStatus.OK, ExitStatus.INTERRUPTED),
+    (_results(FLAKY), ExitStatus.INTERRUPTED, ExitStatus.INTERRUPTED),
 ])
 def test_each_outcome_has_its_status(results, pytest_status, expected):
     assert run_status(results, pytest_status) == expected
+
+
+def test_a_rerun_that_broke_in_the_harness_is_a_harness_error():
+    """The first attempt's engine failure stands, but the rerun raised in
+    the harness's own code: that is the harness's to fix."""
+    broken_rerun = CheckRecord(id="g", verdict="fail", cause="mismatch", attempts=[
+        {"verdict": "fail", "cause": "mismatch"}, {"verdict": "error", "cause": "harness: KeyError in setup"}])
+    assert run_status(_results(PASS, broken_rerun), ExitStatus.FINDINGS) == ExitStatus.HARNESS_ERROR
 
 
 def test_unsupported_is_a_finding_only_where_the_check_passed_last_time():
@@ -79,6 +95,8 @@ def test_the_statuses_keep_pytests_meanings():
                                                "NOTHING_SELECTED")] == \
         [int(pytest.ExitCode[name]) for name in ("OK", "TESTS_FAILED", "INTERRUPTED", "INTERNAL_ERROR",
                                                  "USAGE_ERROR", "NO_TESTS_COLLECTED")]
+    # Flaky is none of pytest's: pytest-rerunfailures' --fail-on-flaky status.
+    assert ExitStatus.FLAKY == 7 and ExitStatus.FLAKY not in {int(code) for code in pytest.ExitCode}
 
 
 def test_a_run_ends_with_its_status_in_words(pytester):

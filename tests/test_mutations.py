@@ -1,6 +1,7 @@
 """Mutation tests: every check is shown to fail. A fault switched on inside
 the real CPU engine (`--inject-faults`, harness tests only) must make exactly
-the check that targets it fail, with the right cause.
+the check that targets it fail, with the right cause: on this host, and on
+the noisy engine (`--engine-noise`) judged by its calibrated profiles.
 
 The leaks are subtle: sized in standard deviations of the embedding they
 perturb, at LEAK_SCALE, a few times the smallest scale at which
@@ -14,6 +15,8 @@ the reference engine, the 8 kHz refusal on the server; each test reads only
 the checks its fault targets.
 """
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,13 @@ MODEL = "tiny-gemma4"
 # the leaks reach is caught from SENSITIVITY_SCALE; the tests run at 3 times it.
 SENSITIVITY_SCALE = 3e-5
 LEAK_SCALE = 3 * SENSITIVITY_SCALE
+# Every fault run again on the noisy engine (--engine-noise), a noisy host on
+# any machine, judged by that host kind's calibrated profiles: the checks
+# must still fail on the faults, at the threshold measured under that noise
+# (benchmarks/measure_sensitivity.py --engine-noise NOISE).
+NOISE = 3e-5
+NOISY_SENSITIVITY_SCALE = 1e-4
+NOISY_LEAK_SCALE = 3 * NOISY_SENSITIVITY_SCALE
 
 
 # Each fault run: the faults switched on, the checks it selects, the scenario module.
@@ -49,20 +59,36 @@ RUNS = {
     "lora_faults": ("lora-ignore-vision-mlp,base-under-adapter", "tp1 and (probe and vision or mixed_batch)",
                     "test_vision_lora.py"),
 }
+# The runs whose checks compare answers, and so read a noise profile: the
+# others' checks are premises and crashes, which the noise cannot move, so
+# they run on this host only (an engine run spared from make test each).
+COMPARING = ("leak_cross_cache_8khz", "encoder_faults", "lora_faults")
 
 
-@pytest.fixture(scope="module")
-def fault_run(tmp_path_factory):
-    """fault_run(name): the records of the scenario run RUNS names, run on first use."""
-    done = {}
+@pytest.fixture(scope="module", params=[0.0, NOISE], ids=["host", "noisy"])
+def fault_run(request, tmp_path_factory):
+    """fault_run(name): the records of the scenario run RUNS names, run on
+    first use: on this host, then on the noisy engine (whose profiles are
+    calibrated first where this host kind has none for it)."""
+    noise, done = request.param, {}
+    extra = [f"--engine-noise={noise}", f"--fault-scale={NOISY_LEAK_SCALE}"] if noise else \
+        [f"--fault-scale={LEAK_SCALE}"]
+    if noise:
+        calibrated = subprocess.run(
+            [sys.executable, "-m", "harness", "calibrate", "--missing", f"--engine-noise={noise}", "--model", MODEL,
+             "-k", " or ".join(f"({RUNS[name][1]})" for name in COMPARING),
+             *(f"scenarios/{module}" for module in dict.fromkeys(RUNS[name][2] for name in COMPARING))],
+            cwd=ROOT, capture_output=True, text=True, timeout=3600)
+        assert calibrated.returncode == 0, calibrated.stdout[-3000:] + calibrated.stderr[-3000:]
 
     def records(name: str) -> dict:
+        if noise and name not in COMPARING:
+            pytest.skip(f"{name}'s checks compare no answers: no noise profile judges them")
         if name not in done:
             faults, selection, module = RUNS[name]
             try:
                 done[name], _ = run_scenarios(module, tmp_path_factory.mktemp(name), "--model", MODEL,
-                                              "-k", selection, f"--inject-faults={faults}",
-                                              f"--fault-scale={LEAK_SCALE}")
+                                              "-k", selection, f"--inject-faults={faults}", *extra)
             except AssertionError as no_results:  # the run's other tests fail the same, without a rerun
                 done[name] = no_results
         if isinstance(done[name], AssertionError):

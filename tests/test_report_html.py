@@ -17,7 +17,7 @@ import pytest
 from harness.report.html import render_report
 from harness.report.memory_plot import FAILURE_POINTS, HEADROOM, PAGE_POINTS, plot_data
 from harness.report.sections import metadata_rows
-from harness.results.history import Streak
+from harness.results.history import FlakyCount, Streak
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord, record_log_tail
 from harness.results.run import RunResults
@@ -133,7 +133,8 @@ def test_metadata_shows_the_cpu_its_features_and_the_engines_kernel_library(run,
 def test_summary_failures_by_cause_and_since(report):
     page = report.read_text()
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', page))
-    assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "0", "skip": "1", "pass": "1"}
+    assert counts == {"fail": "1", "error": "1", "flaky": "0", "known issue": "1", "unsupported": "0",
+                      "skip": "1", "pass": "1"}
     assert '<div class="banner red">2 check(s) failed.</div>' in page
     causes = re.findall(r'<div class="cause-group" data-cause="([^"]+)"><h3>[^<]+ \((\d+)\)', page)
     assert causes == [("harness", "1"), ("oom", "1"), ("mismatch", "1")]
@@ -287,7 +288,8 @@ def test_browser_renders_report_without_errors(report, tmp_path):
     dom = done.stdout
     assert page_problems(dom, done.stderr) == []
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', dom))
-    assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "0", "skip": "1", "pass": "1"}
+    assert counts == {"fail": "1", "error": "1", "flaky": "0", "known issue": "1", "unsupported": "0",
+                      "skip": "1", "pass": "1"}
     assert "5 of 5 checks" in dom
     # The opened row drew its chart, on the axes the page data computed:
     # uPlot's own scales, read back after drawing.
@@ -438,3 +440,51 @@ def test_soak_section_draws_each_process_with_its_fit_and_the_timeslices(tmp_pat
     done = _chromium(tmp_path, "--dump-dom", page_path.as_uri())
     assert page_problems(done.stdout, done.stderr) == []
     assert '<section id="soak">' in done.stdout
+
+
+FLAKY = "scenarios/test_audio_ragged.py::test_ragged[tiny-whisper-clip0]"
+
+
+def flaky_report(base: Path) -> Path:
+    """A run whose one flaky check failed with a mismatch (its message is
+    engine output), then passed on fresh engines; the history has seen it
+    flaky once before, in three runs."""
+    layout = RunLayout(base / "run-20260105T020000Z")
+    writer = RecordWriter(layout, "gw0")
+    writer.append(CheckRecord(
+        id=FLAKY, family="audio_ragged", verdict="flaky", cause="mismatch", message=f"clip0: token 7 differs {PWN}",
+        durations={"setup": 30.0, "call": 2.0, "teardown": 0.1, "rerun": 33.0},
+        attempts=[{"verdict": "fail", "cause": "mismatch", "message": f"clip0: token 7 differs {PWN}", "seconds": 32.1},
+                  {"verdict": "pass", "outcome": "passed: flaky", "seconds": 33.0}]))
+    writer.append(CheckRecord(id=PASSING, family="audio_ragged", verdict="pass", durations={"call": 1.0}))
+    writer.close()
+    results = merge_run(layout, {"run_id": layout.run_dir.name, "finished": "2026-01-05T03:00:00+00:00"},
+                        incomplete=None)
+    return render_report(results, results.path.parent / "report.html", flaky={FLAKY: FlakyCount(2, 3)})
+
+
+def test_a_flaky_check_is_shown_with_both_attempts_never_as_green(tmp_path):
+    page = flaky_report(tmp_path).read_text()
+    assert "Nothing new from the engine" not in page
+    assert '<div class="banner flaky">1 check(s) flaky' in page
+    section = page[page.index('<section id="flaky">'):page.index("</section>", page.index('<section id="flaky">'))]
+    rows = re.findall(r"<tr><td>(\d)</td><td>(.*?)</td><td class=\"mono\">(.*?)</td><td class=\"msg\">(.*?)</td>"
+                      r"<td>(.*?)</td><td>(.*?)</td></tr>", section)
+    assert [(n, cause, message, outcome, seconds) for n, _, cause, message, outcome, seconds in rows] == [
+        ("1", "mismatch", "clip0: token 7 differs &lt;script&gt;document.documentElement.setAttribute("
+                          "&#39;data-pwned&#39;,&#39;script&#39;)&lt;/script&gt;", "", "32.1"),
+        ("2", "", "", "passed: flaky", "33.0")]
+    assert "flaky in 2 of the 3 runs of this tier that ran it" in section
+    assert f'<article class="check" id="check-0"><h3>{FLAKY}</h3>' in page  # its detail, attempts and all
+    assert '"outcome": "passed: flaky"' in html.unescape(_details(tmp_path / "run-20260105T020000Z" / "report.html")
+                                                         [FLAKY]["html"])
+
+
+@needs_chromium
+def test_the_flaky_section_renders_in_the_browser(tmp_path):
+    report = flaky_report(tmp_path)
+    done = _chromium(tmp_path, "--dump-dom", report.as_uri())
+    assert page_problems(done.stdout, done.stderr) == []
+    counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', done.stdout))
+    assert (counts["flaky"], counts["pass"], counts["fail"]) == ("1", "1", "0")
+    assert '<section id="flaky">' in done.stdout and "passed: flaky" in done.stdout

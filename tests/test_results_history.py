@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.results.history import (append_history, check_durations, failing_since, history_entry, last_durations,
-                                     passed_last_time, read_history)
+from harness.results.history import (FlakyCount, append_history, check_durations, failing_since, flaky_counts,
+                                     history_entry, last_durations, passed_last_time, read_history)
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 
@@ -133,3 +133,20 @@ def test_what_passed_last_time_is_told_from_skips_failures_and_unsupported():
                _run("r4", 4, **{V: "unsupported"})]
     assert passed_last_time(entries, "cpu", {A, B, V}) == {A}
     assert "unsupported" in entries[3]["not_passing"].values()
+
+
+def test_each_flaky_check_is_counted_over_the_runs_of_its_tier_that_ran_it(tmp_path):
+    """A line names each flaky check with its first attempt's cause; the
+    count is of runs it was flaky in, of those of its tier that ran it."""
+    path = tmp_path / "history.jsonl"
+    for entry in [_run("r1", 1, **{A: "flaky", B: "pass"}), _run("r2", 2, **{A: "pass", B: "fail"}),
+                  _run("r3", 3, **{V: "pass"}),                          # A not run
+                  _run("r4", 4, tier="gpu", **{A: "flaky"}),             # another tier
+                  _run("r5", 5, **{A: "flaky", B: "flaky"})]:
+        append_history(path, entry)
+    entries = read_history(path).entries
+    assert entries[0]["flaky"] == {A: None} and entries[1]["flaky"] == {}
+    assert A not in entries[0]["not_passing"]  # it passed on its rerun
+    assert flaky_counts(entries, "r5") == {A: FlakyCount(flaky=2, ran=3), B: FlakyCount(flaky=1, ran=3)}
+    assert flaky_counts(entries, "r2") == {}
+    assert failing_since(entries, "r5") == {}  # flaky is not failing

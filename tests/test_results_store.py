@@ -73,7 +73,8 @@ def test_merge_across_workers(tmp_path):
 
     merged = merge_run(layout, {"command": "pytest scenarios"}, incomplete=None)
     assert [r.id for r in merged.records] == ["a", "b", "c", "d"]
-    assert merged.counts == {"pass": 1, "fail": 1, "error": 0, "skip": 1, "known issue": 1, "unsupported": 0}
+    assert merged.counts == {"pass": 1, "fail": 1, "error": 0, "flaky": 0, "skip": 1, "known issue": 1,
+                             "unsupported": 0}
     assert merged.run == {"command": "pytest scenarios", "engine_version": "0.9.1", "device": "cpu",
                           "complete": True}
     assert not merged.green  # "c" failed

@@ -73,7 +73,8 @@ def _counts(suite: ET.Element) -> dict[str, int]:
 def test_merge_joins_the_shards_records_and_counts(merged):
     data = json.loads((merged / "results.json").read_text())
     assert len(data["records"]) == 7
-    assert data["counts"] == {"pass": 2, "fail": 1, "error": 1, "skip": 1, "known issue": 1, "unsupported": 1}
+    assert data["counts"] == {"pass": 2, "fail": 1, "error": 1, "flaky": 0, "skip": 1, "known issue": 1,
+                              "unsupported": 1}
     assert [s["index"] for s in data["run"]["shards"]] == [1, 2] and data["run"]["complete"] is True
     assert data["run"]["engine"] == "vllm" and data["run"]["run_id"] == f"merged-{PLAN}"
 
@@ -109,7 +110,8 @@ def test_the_merged_report_opens_in_chromium_with_the_merged_counts(merged, tmp_
     done = _chromium(tmp_path, "--dump-dom", (merged / "report.html").as_uri())
     assert page_problems(done.stdout, done.stderr) == []
     counts = dict(re.findall(r'data-verdict="([a-z ]+)" data-count="(\d+)"', done.stdout))
-    assert counts == {"fail": "1", "error": "1", "known issue": "1", "unsupported": "1", "skip": "1", "pass": "2"}
+    assert counts == {"fail": "1", "error": "1", "flaky": "0", "known issue": "1", "unsupported": "1",
+                      "skip": "1", "pass": "2"}
     assert "7 of 7 checks" in done.stdout
     assert "1/2 run-20260102T020001Z (3 checks); 2/2 run-20260102T020002Z (4 checks)" in done.stdout
 

@@ -3,6 +3,7 @@ after each wave beside its resident memory (NVML, here a stand-in with
 pynvml's functions): the processes NVML lists, by the engine's names for
 them, summed over the engine's devices; a steady climb there is a leak
 named by the process and its device memory."""
+import itertools
 from types import SimpleNamespace
 
 import pytest
@@ -48,6 +49,10 @@ def test_a_climb_in_a_workers_device_memory_is_a_leak_named_by_it(fake_nvml, mon
     fake = fake_nvml(used=[0], processes=listed)
     monkeypatch.setattr(soak_drive, "Nvml", lambda: Nvml(fake))
     engine = Engine(listed, climb_mib=0.2)  # 200 MiB per 1,000 requests
+    # The soak's clock ticks a millisecond a reading, not with the machine's
+    # load: 0.2 s is always the same number of waves.
+    ticks = itertools.count()
+    monkeypatch.setattr(soak_drive.time, "monotonic", lambda: next(ticks) / 1000)
     with gpu_reader(engine, None) as gpu:
         soak = soak_drive.drive(engine, MIX, None, 0.2, gpu=gpu)
     assert len(soak.readings) > 20 and soak.readings[-1].requests > 4 * SETTINGS.warmup_requests

@@ -20,6 +20,7 @@ from harness.checks.comparators import compare_greedy
 from harness.checks.noise import four_bit_path, profile_for
 from harness.setup.cpu_features import isa_features
 from harness.engines.base import Sampling
+from harness.engines.hosts import cpu_kind
 from harness.engines.offline import OfflineEngine
 from harness.models import models_for
 
@@ -205,7 +206,8 @@ def test_engine_on_the_quantized_model_agrees_with_hf_on_its_dequantized_twin(qu
     # Premise: both ran the same prompt.
     assert expected.prompt_token_count == answer.prompt_token_count
     # The scenario's own profile: this host's 4-bit path against the dequantized model.
-    profile = profile_for("cpu", "vllm-cpu", "0.32.0", "bfloat16", four_bit_path(isa_features()))
+    isa = isa_features()
+    profile = profile_for("cpu", cpu_kind(kernels, isa), "tiny-gemma4-awq", "bfloat16", four_bit_path(isa))
     verdict = compare_greedy(answer, expected, profile, labels=("vllm-awq", "hf-dequantized"))
     assert verdict.ok, verdict.message
 

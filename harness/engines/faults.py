@@ -4,6 +4,7 @@ that make an engine misbehave like a real bug, for the harness's own tests."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from harness.engines.base import Engine, Sampling
 from harness.engines.outcomes import Result
@@ -11,6 +12,10 @@ from harness.engines.punctual import Punctual
 
 FAULTS_ENV = "MMHARNESS_FAULTS"
 SCALE_ENV = "MMHARNESS_FAULT_SCALE"
+# Faults that act in the first engine they change something in only, and
+# the folder of their claims (harness/compat/site/mmharness_fault_once.py).
+ONCE_ENV = "MMHARNESS_FAULTS_ONCE"
+MARKERS_ENV = "MMHARNESS_FAULT_MARKERS"
 # The switches the engine-side shim knows; see mmharness_faults.FAULTS.
 FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
                "reference-cache", "reject-8khz", "chunk-from-total",
@@ -23,16 +28,24 @@ FAULT_NAMES = ("padding-leak", "single-request-steps", "raise-ragged-audio",
 IN_FLIGHT_BOUND_S = 60.0
 
 
-def fault_env(*names: str, scale: float | None = None) -> dict[str, str]:
+def fault_env(*names: str, scale: float | None = None, once: tuple[str, ...] = (),
+              markers: Path | None = None) -> dict[str, str]:
     """Engine environment that switches the named faults on (env= of an engine
     or of EnginePool.get); `scale`: the leaks' size in standard deviations
-    of the embedding they perturb (the shim's default is 1)."""
+    of the embedding they perturb (the shim's default is 1); `once`: those
+    of them that act in one engine only, the first they change something
+    in, claimed by a marker in the folder `markers` (a failed check's
+    rerun on fresh engines meets them no more)."""
     unknown = [n for n in names if n not in FAULT_NAMES]
     if unknown:
         raise ValueError(f"unknown fault(s) {unknown}; known: {list(FAULT_NAMES)}")
     if scale is not None and not scale >= 0:
         raise ValueError(f"fault scale must be a number >= 0, got {scale}")
-    return {FAULTS_ENV: ",".join(names), **({SCALE_ENV: repr(float(scale))} if scale is not None else {})}
+    if set(once) - set(names) or (once and markers is None):
+        raise ValueError(f"faults acting once must be among those switched on {list(names)}, with a folder "
+                         f"for their markers: got {list(once)}")
+    return {FAULTS_ENV: ",".join(names), **({SCALE_ENV: repr(float(scale))} if scale is not None else {}),
+            **({ONCE_ENV: ",".join(once), MARKERS_ENV: str(markers)} if once else {})}
 
 
 def engine_core_pid(engine: Engine) -> int:

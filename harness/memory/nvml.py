@@ -78,6 +78,11 @@ class Nvml:
     def name(self, index: int) -> str:
         return _text(self.nvml.nvmlDeviceGetName(self.handle(index)))
 
+    def capability(self, index: int) -> str:
+        """The CUDA compute capability, "90" for 9.0 (as the engine's probe says it)."""
+        major, minor = self.nvml.nvmlDeviceGetCudaComputeCapability(self.handle(index))
+        return f"{major}{minor}"
+
     def driver_version(self) -> str:
         return _text(self.nvml.nvmlSystemGetDriverVersion())
 

@@ -57,3 +57,12 @@ def model_entry_of(item: pytest.Item) -> ModelEntry | None:
     callspec = getattr(item, "callspec", None)
     entry = callspec.params.get("model_entry") if callspec else None
     return entry if isinstance(entry, ModelEntry) else None  # NOTSET where a tier has none for it
+
+
+NUMERIC_PATHS_MARK = "numeric_paths"
+
+
+def numeric_paths_of(item: pytest.Item) -> tuple[str, ...]:
+    """The numeric paths a check's comparisons declare (`@pytest.mark.numeric_paths(...)`
+    on the test or its module): the profiles it needs, and the only ones it may use."""
+    return tuple(dict.fromkeys(path for mark in item.iter_markers(NUMERIC_PATHS_MARK) for path in mark.args))

@@ -1,7 +1,8 @@
 """pytest plugin: engines and the scenario runner.
 
 - Options: `--engine-url`, and for the harness's own mutation tests
-  `--inject-faults` and `--fault-scale`, checked at configure time.
+  `--inject-faults`, `--fault-once` and `--fault-scale`, checked at
+  configure time.
 - Fixtures: `engine_pool` (the run's engines; each one's teardown is a check
   of its own, sent through `pytest_mmharness_add_record`), `runner` (a
   scenario family's Runner for one model, harness.runner) and `check` (a
@@ -11,6 +12,8 @@
   collection is final.
 - A check's record gets the engine facts of every run the check read
   (harness.runner.facts), through `pytest_mmharness_record`.
+- A failed check's rerun (the reruns plugin) retires the engines its
+  failed attempt's runs used, through the pool, so the rerun starts new ones.
 """
 from __future__ import annotations
 
@@ -29,12 +32,14 @@ from harness.engines.teardown import teardown_record
 from harness.memory.samplers import Sampler
 from harness.models import tier_settings
 from harness.plugins import retirement
-from harness.plugins.common import history_path, is_check, is_controller, model_entry_of, worker_count, worker_id
+from harness.plugins.common import (history_path, is_check, is_controller, model_entry_of, numeric_paths_of,
+                                     worker_count, worker_id)
 from harness.results.history import last_durations, read_history
 from harness.results.record import CheckRecord
 from harness.runner import Runner
 from harness.runner.check import Check
 from harness.runner.facts import attach_runs
+from harness.runner.run import engine_uses
 from harness.shards import module_order
 
 # On Ctrl-C engines get this long to stop before they are killed.
@@ -70,6 +75,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--stall-seconds", type=float, default=None,
                 help="the stall bound: a request in flight with no observed progress for this long is "
                      "a hang (default: the tier's stall_s in models.toml [tiers.<tier>])")
+    g.addoption("--fault-once", default="",
+                help="for the harness's own tests of the flaky verdict: these of --inject-faults act in the "
+                     "first engine they change something in only (a marker under the run directory), so a "
+                     "failed check's rerun on fresh engines meets them no more (comma-separated)")
     g.addoption("--fault-scale", type=float, default=None,
                 help="for the harness's own mutation tests: the injected leaks' size, in standard "
                      "deviations of the embedding they perturb (default 1)")
@@ -83,7 +92,10 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "process (-n 0; make run: RUN_WORKERS=0)")
     try:
         faults = [f for f in config.getoption("inject_faults").split(",") if f]
-        env = fault_env(*faults, scale=config.getoption("fault_scale")) if faults else {}
+        once = tuple(f for f in config.getoption("fault_once").split(",") if f)
+        markers = Path(config.hook.pytest_mmharness_run_dir(config=config)) / "fault-markers" if once else None
+        env = fault_env(*faults, scale=config.getoption("fault_scale"), once=once, markers=markers) \
+            if faults or once else {}
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[ENGINES] = Engines(env, config.getoption("engine_url"))
@@ -128,7 +140,8 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
         pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields={
             "engine": ident.get("distribution"), "engine_version": ident.get("version"),
             "torch": ident.get("torch"), "device": ident.get("device"),
-            "engine_python": ident.get("python")} | kernel_metadata(ident))
+            "engine_python": ident.get("python"), "engine_host_kind": ident.get("host_kind")}
+            | kernel_metadata(ident))
         require_predicted_kernels(engine)
 
     return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
@@ -145,7 +158,7 @@ def upcoming(request, model_entry) -> retirement.Upcoming:
 @pytest.fixture
 def check(request, check_record) -> Check:
     """This check's hand on its own record."""
-    made = request.node.stash[CHECK] = Check(check_record)
+    made = request.node.stash[CHECK] = Check(check_record, paths=numeric_paths_of(request.node))
     return made
 
 
@@ -198,6 +211,22 @@ def _retire_after(item: pytest.Item) -> None:
         state.module_mark = state.pool.mark()
     elif ends.model:
         state.pool.release_since(state.module_mark, name=ends.model)
+
+
+def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:
+    """A failed check runs again on fresh engines: the engines of the runs
+    it read and of the fixtures computed again are retired now, and new
+    ones of the same specs start ahead, side by side (CPU tier), for their
+    runner to take over."""
+    state = item.config.stash[ENGINES]
+    check = item.stash.get(CHECK, None)
+    if state.pool is None:
+        return
+    uses = engine_uses([*(check.runs if check else []), *held])
+    handles = [use.handle for use in uses if use.handle is not None]
+    state.pool.retire(handles)
+    for spec in {h.spec.key: h.spec for h in handles if h.spec is not None}.values():
+        state.pool.start_ahead(spec, label=f"{item.name} (rerun)")
 
 
 # --- a check's runs onto its record ----------------------------------------

@@ -50,6 +50,28 @@ def pytest_mmharness_add_record(config: pytest.Config, record: CheckRecord) -> b
     apply). Implemented by the records plugin; returns True once written."""
 
 
+@hookspec(firstresult=True)
+def pytest_mmharness_failure_to_rerun(item: pytest.Item) -> str | None:
+    """Asked once a check's attempt has run its setup and call (before its
+    teardown), by the reruns plugin where --reruns allows one: the attempt's
+    cause when it is a failure a rerun can tell flaky from confirmed
+    (harness/results/attempts.py), else None. An answer is a promise kept:
+    the check runs again, and the answerer (the records plugin) holds this
+    attempt's record back until the rerun's is closed, then writes one
+    record of both."""
+
+
+@hookspec
+def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:
+    """A failed check runs again, on fresh engines: called at the start of
+    the rerun's setup, after the module-scoped fixtures that held the failed
+    attempt's runs (`held`, their values) were torn down, before they are
+    computed again. The engines of those runs and of the runs the check
+    read are retired here (the engines plugin), so the rerun runs on new
+    ones of the same specs (started ahead on the CPU tier); `cause` is the
+    first attempt's."""
+
+
 # --- the run ------------------------------------------------------------------
 
 @hookspec(firstresult=True)

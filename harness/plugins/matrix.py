@@ -1,7 +1,8 @@
 """pytest plugin: the model matrix and the engine's interpreter.
 
 - Options: `--tier`, `--models-file`, `--model`, `--engine-python`,
-  `--engine-kernels`, checked at configure time, before any engine starts.
+  `--engine-kernels`, `--engine-noise`, `--engine-batch-invariant`, checked
+  at configure time, before any engine starts.
 - `model_entry`: parametrized over the tier's selected entries (filter with
   `@pytest.mark.modality("audio")`, `quantized`, `lora`, `fuzz`, `soak`, `cache`, `aborts`), module scope so a
   family shares engines.
@@ -48,6 +49,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="CPU tier: every engine process behaves as a host of no more than this level "
                      "(its kernel library and AMX/AVX-512 paths); emulated, and only downwards "
                      "(preflight refuses a level above this CPU's)")
+    g.addoption("--engine-noise", type=float, default=0.0, metavar="S",
+                help="every engine's forward pass moves by S standard deviations of each row-parallel "
+                     "layer's output, drawn from the batch's shape: a noisy host (as AMX is) on any "
+                     "machine, its own host kind for the noise profiles (harness/compat/site/mmharness_noise.py)")
+    g.addoption("--engine-batch-invariant", action="store_true",
+                help="GPU tier: every engine in vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1), so one "
+                     "stack's answers compare exactly; the records say which mode judged")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,7 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
     tier = config.getoption("tier")
     try:
         config.stash[MATRIX] = Matrix(
-            EngineInterpreter(config.getoption("engine_python"), tier, kernels=config.getoption("engine_kernels")),
+            EngineInterpreter(config.getoption("engine_python"), tier, kernels=config.getoption("engine_kernels"),
+                              noise=config.getoption("engine_noise"),
+                              batch_invariant=config.getoption("engine_batch_invariant")),
             _selected(models_for(tier, config.getoption("models_file")), config.getoption("model"), tier))
     except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None

@@ -1,11 +1,12 @@
 """pytest plugin: progress lines for long runs, through the terminal
 reporter: the scenario and model each group of checks begins with, and the
 checks done out of the total; each engine start, and its time once it is
-ready, failed or is retried.
+ready, failed or is retried; each failed check run again.
 
     mmharness: [12/357] test_ragged_audio on tiny-gemma4
     mmharness: starting offline engine tiny-gemma4 (engines/03-offline-tiny-gemma4.log)
     mmharness: offline engine tiny-gemma4 ready in 34.2 s
+    mmharness: test_batch_invariance[clip0-ragged-tiny-gemma4] failed (mismatch): running it again on fresh engines
 
 Quiet under -q, as pytest's own chatter is. Under xdist the controller
 shows xdist's own progress, and each worker, which has no terminal
@@ -104,6 +105,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             progress.done += 1
             progress.running = False
 
+
+
+def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:
+    progress = item.config.stash.get(PROGRESS, None)
+    if progress is not None:
+        progress.line(f"{item.name} failed ({cause}): running it again on fresh engines")
 
 
 def pytest_mmharness_engine_start(config: pytest.Config, start: EngineStart) -> None:

@@ -20,6 +20,11 @@ then all treat it as expected.
 
 Other plugins reach a test's record through `record_of(item)` and report
 what the run's engine is through `pytest_mmharness_run_metadata`.
+
+A check the reruns plugin runs again (`pytest_mmharness_failure_to_rerun`)
+gets a record per attempt, each closed as any other; the first is held
+back, and one record of both is written after the rerun's teardown
+(harness/results/attempts.py: `flaky` where the rerun passed).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ import pytest
 
 from harness.checks.verdicts import Cause, CheckFailure, Unsupported, Verdict
 from harness.plugins.common import is_check, is_worker, now, worker_id
+from harness.results.attempts import cause_text, fold_attempts, rerun_tells, unfinished_rerun
 from harness.results.known_issues import KnownIssue, KnownIssuesError, apply_known_issues, load_known_issues
 from harness.results.record import CheckRecord, json_safe, record_log_tail
 from harness.results.store import RecordWriter, RunLayout, write_json_atomic
@@ -48,6 +54,11 @@ RECORDER = pytest.StashKey[_Recorder]()
 RECORD = pytest.StashKey[CheckRecord]()
 # Set once the item's record went through _close.
 CLOSED = pytest.StashKey[bool]()
+# A check that runs again (the reruns plugin): set between the promise and
+# the first attempt's teardown, then the first attempt's record, held back
+# until the rerun's is closed.
+RERUN_AHEAD = pytest.StashKey[bool]()
+FIRST_ATTEMPT = pytest.StashKey[CheckRecord]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -184,8 +195,52 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if record.verdict == Verdict.UNSUPPORTED.value and report.failed:
         _as_unsupported(report, record)
     if call.when == "teardown":
-        _write(item.config, record)
+        _end_attempt(item, record)
     return report
+
+
+# -- a check run twice ----------------------------------------------------------
+
+def pytest_mmharness_failure_to_rerun(item: pytest.Item) -> str | None:
+    """The attempt's cause, where its record (closed at the phase that
+    failed) is a failure a rerun can tell; its record is then held back."""
+    record = item.stash.get(RECORD, None)
+    if (not is_check(item) or record is None or not item.stash.get(CLOSED, False)
+            or FIRST_ATTEMPT in item.stash or not rerun_tells(record)):
+        return None
+    item.stash[RERUN_AHEAD] = True
+    return cause_text(record.cause)
+
+
+def _end_attempt(item: pytest.Item, record: CheckRecord) -> None:
+    """After an attempt's teardown: a first attempt to be rerun is set
+    aside (the rerun gets a record of its own); otherwise the check's
+    record is written, both attempts in one where it ran twice."""
+    if item.stash.get(RERUN_AHEAD, False):
+        item.stash[RERUN_AHEAD] = False
+        record.finished = now()
+        item.stash[FIRST_ATTEMPT] = record
+        del item.stash[RECORD]
+        item.stash[CLOSED] = False
+        return
+    first = item.stash.get(FIRST_ATTEMPT, None)
+    if first is not None:
+        del item.stash[FIRST_ATTEMPT]
+        record = fold_attempts(first, record)
+    _write(item.config, record)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A first attempt whose rerun never reached its teardown (Ctrl-C) is
+    written as it stands."""
+    try:
+        return (yield)
+    finally:
+        first = item.stash.get(FIRST_ATTEMPT, None)
+        if first is not None:
+            del item.stash[FIRST_ATTEMPT]
+            _write(item.config, unfinished_rerun(first))
 
 
 def _fold_phase(record: CheckRecord, report: pytest.TestReport, call: pytest.CallInfo) -> None:

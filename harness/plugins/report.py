@@ -1,8 +1,8 @@
 """pytest plugin: what people read at the end of a run. The HTML report,
 drawn from the merged results (`pytest_mmharness_run_finished`), diffed
-against --baseline, with each failure's streak from the run history; then
-the run's one-line summary and the report's path in pytest's terminal
-summary."""
+against --baseline, with each failure's streak and each flaky check's
+count from the run history; then the run's one-line summary, each flaky
+check, and the report's path in pytest's terminal summary."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,7 @@ import pytest
 from harness.plugins.common import history_path
 from harness.report.html import render_report
 from harness.report.summary import summary_lines
-from harness.results.history import failing_since, read_history
+from harness.results.history import failing_since, flaky_counts, read_history
 from harness.results.run import ResultsError, RunResults, load_results
 from harness.results.store import RunLayout
 
@@ -55,6 +55,7 @@ def pytest_mmharness_run_finished(config: pytest.Config, results: RunResults, la
     render_report(results, layout.report_html,
                   baseline=load_results(baseline) if baseline else None,
                   streaks=failing_since(history.entries, run_id),
+                  flaky=flaky_counts(history.entries, run_id),
                   history_problems=history.problems)
     state.results, state.report = results, layout.report_html
 

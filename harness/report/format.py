@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.checks.verdicts import Verdict
 from harness.report.summary import ORDER
-from harness.results.history import Streak
+from harness.results.history import FlakyCount, Streak
 from harness.results.record import CheckRecord
 from harness.units import GiB
 
@@ -49,12 +49,18 @@ def since_text(streak: Streak | None) -> str:
     return f"failing since {streak.since_run} ({streak.runs} runs)"
 
 
+def flaky_text(count: FlakyCount | None) -> str:
+    if count is None:
+        return ""
+    return f"flaky in {count.flaky} of the {count.ran} runs of this tier that ran it"
+
+
 def has_memory_timeline(record: CheckRecord) -> bool:
     return bool(record.memory_timeline and record.memory_timeline.get("t"))
 
 
 def has_detail(record: CheckRecord) -> bool:
-    return record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value
+    return record.is_failure or record.verdict in (Verdict.KNOWN_ISSUE.value, Verdict.FLAKY.value)
 
 
 def css_class(verdict: str) -> str:

@@ -2,7 +2,8 @@
 broke, since when and why.
 
 Order of the page: the verdict counts and run metadata, the diff against a
-baseline, failures grouped by cause, the filterable table of every check,
+baseline, failures grouped by cause, the flaky checks with both their
+attempts, the filterable table of every check,
 then one section per failure with its message, first divergence, log tail
 and memory chart. Everything is drawn by Jinja templates
 (harness/report/templates/) with autoescape on, so engine output is text
@@ -31,7 +32,7 @@ from harness.report.jinja import ENV
 from harness.report.page_data import page_data, script_json
 from harness.report.soak_plot import soak_views
 from harness.report.summary import ORDER, summary_line
-from harness.results.history import Streak
+from harness.results.history import FlakyCount, Streak
 from harness.results.run import RunResults
 from harness.results.store import write_text_atomic
 
@@ -39,8 +40,10 @@ VENDOR = Path(__file__).resolve().parent / "vendor"
 
 
 def render_report(results: RunResults, out: Path, *, baseline: RunResults | None = None,
-                  streaks: dict[str, Streak] | None = None, history_problems: Iterable[str] = (),
-                  memory_pct: float = 10.0) -> Path:
+                  streaks: dict[str, Streak] | None = None, flaky: dict[str, FlakyCount] | None = None,
+                  history_problems: Iterable[str] = (), memory_pct: float = 10.0) -> Path:
+    """`streaks`: each failure's since when (failing_since); `flaky`: how
+    often each flaky check was flaky (flaky_counts)."""
     streaks = streaks or {}
     records = sorted(results.records, key=lambda r: (TRIAGE.get(r.verdict, 0), r.id))
     index = {r.id: i for i, r in enumerate(records)}
@@ -51,6 +54,7 @@ def render_report(results: RunResults, out: Path, *, baseline: RunResults | None
         metadata=sections.metadata_rows(results.run), verdicts=[v.value for v in ORDER],
         diff=diff_runs(baseline, results, memory_pct) if baseline is not None else None,
         index=index, cause_groups=sections.cause_groups(records),
+        flaky=sections.flaky_views(records, flaky or {}),
         since={r.id: since_text(streaks.get(r.id)) for r in records},
         fixed=[r for r in records if r.known_issue_fixed],
         chunked=[r for r in records if r.evidence.get("encoder_chunks")],

@@ -3,7 +3,8 @@
 One <testcase> per record: a failed check carries <failure>, a harness
 error (or a record with no verdict) <error>, a skipped or unsupported one
 <skipped>. A known issue is not a failure: its case passes, and says so in
-its properties (verdict, cause, link) and in <system-out>. Every value
+its properties (verdict, cause, link) and in <system-out>; so does a flaky
+check (its run status is 7, not 1: harness/results/status.py). Every value
 is engine output or harness text: ElementTree escapes markup, and
 characters XML 1.0 cannot hold at all (NUL, terminal escapes) are written
 as \\xNN so the file still parses.
@@ -31,17 +32,13 @@ def xml_text(value: object) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", "" if value is None else str(value))
 
 
-def _seconds(record: CheckRecord) -> float:
-    return sum(v for v in record.durations.values() if isinstance(v, (int, float)))
-
-
 def testsuite(results: RunResults, name: str) -> ET.Element:
     records = results.records
     kinds = [_FAILURE.get(r.verdict or Verdict.ERROR.value) for r in records]
     suite = ET.Element("testsuite", {
         "name": xml_text(name), "tests": str(len(records)),
         "failures": str(kinds.count("failure")), "errors": str(kinds.count("error")),
-        "skipped": str(kinds.count("skipped")), "time": f"{sum(map(_seconds, records)):.3f}",
+        "skipped": str(kinds.count("skipped")), "time": f"{sum(r.seconds for r in records):.3f}",
         **({"timestamp": xml_text(results.run["started"])} if results.run.get("started") else {})})
     if not results.complete:
         props = ET.SubElement(suite, "properties")
@@ -55,7 +52,7 @@ def _testcase(record: CheckRecord, kind: str | None) -> ET.Element:
     file, _, name = record.id.partition("::")
     case = ET.Element("testcase", {
         "classname": xml_text(file.removesuffix(".py").replace("/", ".")), "name": xml_text(name or file),
-        "file": xml_text(file), "time": f"{_seconds(record):.3f}"})
+        "file": xml_text(file), "time": f"{record.seconds:.3f}"})
     verdict = record.verdict or Verdict.ERROR.value
     if verdict != Verdict.PASS.value:
         props = ET.SubElement(case, "properties")
@@ -70,6 +67,10 @@ def _testcase(record: CheckRecord, kind: str | None) -> ET.Element:
             element.set("type", xml_text(record.cause))
         if kind != "skipped":
             element.text = xml_text(_failure_text(record))
+    elif verdict == Verdict.FLAKY.value:  # a passing case that says what its first attempt failed with
+        out = ET.SubElement(case, "system-out")
+        out.text = xml_text(f"flaky, not a failure of this run: the first attempt failed ({summary}), "
+                            f"a rerun on fresh engines passed")
     elif verdict == Verdict.KNOWN_ISSUE.value:
         issue = record.known_issue or {}
         out = ET.SubElement(case, "system-out")

@@ -41,7 +41,7 @@ def _row(record: CheckRecord, index: int, streak: Streak | None) -> dict[str, An
         "id": record.id, "family": record.family, "verdict": record.verdict,
         "triage": TRIAGE.get(record.verdict, 0), "cause": record.cause, "model": record.model,
         "summary": first_line(record.message)[:120],
-        "total": round(sum(v for v in record.durations.values() if isinstance(v, (int, float))), 2),
+        "total": round(record.seconds, 2),
         "peak": peak, "peak_name": peak_name,
     }
     if streak is not None:

@@ -7,7 +7,8 @@ from collections import defaultdict
 from typing import Any
 
 from harness.checks.verdicts import Verdict
-from harness.report.format import engine_label, relative_path
+from harness.report.format import engine_label, first_line, flaky_text, relative_path
+from harness.results.history import FlakyCount
 from harness.results.record import CheckRecord
 from harness.units import GiB
 
@@ -110,6 +111,16 @@ def cause_groups(records: list[CheckRecord]) -> list[tuple[str, list[CheckRecord
         if record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value:
             groups[(record.cause or "unknown").split(":", 1)[0].strip()].append(record)
     return sorted(groups.items(), key=lambda g: (-sum(r.is_failure for r in g[1]), g[0]))
+
+
+def flaky_views(records: list[CheckRecord], counts: dict[str, FlakyCount]) -> list[dict[str, Any]]:
+    """Each flaky check as its section shows it: both attempts' verdicts,
+    causes and messages, and how often the history saw it flaky."""
+    return [{"record": r, "attempts": [{"verdict": a.get("verdict"), "cause": a.get("cause"),
+                                        "message": first_line(a.get("message", "")), "outcome": a.get("outcome"),
+                                        "seconds": a.get("seconds")} for a in r.attempts or []],
+             "history": flaky_text(counts.get(r.id))}
+            for r in records if r.verdict == Verdict.FLAKY.value]
 
 
 def fuzz_views(records: list[CheckRecord], report_dir) -> list[dict[str, Any]]:

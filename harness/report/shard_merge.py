@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness.report.html import render_report
 from harness.report.junit import testsuite, write_junit
-from harness.results.history import append_history, failing_since, history_entry, read_history
+from harness.results.history import append_history, failing_since, flaky_counts, history_entry, read_history
 from harness.results.join import ShardJoinError, join_shards
 from harness.results.run import RunResults, load_results
 from harness.results.store import write_results_atomic
@@ -54,7 +54,7 @@ def merge_shard_runs(inputs: list[Path], out: Path, history: Path | None = None)
     junit += [write_junit(out / "junit" / f"{_label(part).replace(' ', '-').replace('/', '-of-')}.xml",
                           [suite], _label(part)) for part, suite in zip(parts, suites)]
 
-    streaks, problems = {}, []
+    streaks, flaky, problems = {}, {}, []
     if history is not None:
         for part in parts:
             append_history(history, history_entry(_run_id(part), part))
@@ -62,7 +62,8 @@ def merge_shard_runs(inputs: list[Path], out: Path, history: Path | None = None)
         problems = read.problems
         for part in parts:
             streaks.update(failing_since(read.entries, _run_id(part)))
-    report = render_report(merged, out / "report.html", streaks=streaks, history_problems=problems)
+            flaky.update(flaky_counts(read.entries, _run_id(part)))
+    report = render_report(merged, out / "report.html", streaks=streaks, flaky=flaky, history_problems=problems)
     return Merged(merged, report, junit)
 
 

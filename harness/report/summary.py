@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import TextIO
 
 from harness.checks.verdicts import Verdict
+from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 
-ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.KNOWN_ISSUE, Verdict.UNSUPPORTED, Verdict.SKIP,
+ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.FLAKY, Verdict.KNOWN_ISSUE, Verdict.UNSUPPORTED, Verdict.SKIP,
          Verdict.PASS)
 
 
@@ -22,14 +23,23 @@ def summary_line(results: RunResults) -> str:
         head = "nothing new from the engine"
     else:
         failed = ["FAILED"] if results.failures or results.problems else []
+        flaky = ["FLAKY"] if results.flaky else []
         incomplete = [] if results.complete else [f"INCOMPLETE ({results.incompleteness})"]
-        head = ", ".join(failed + incomplete)
+        head = ", ".join(failed + flaky + incomplete)
     return f"mmharness: {head}: {tally} ({len(results.records)} checks)"
 
 
+def flaky_line(record: CheckRecord) -> str:
+    """A flaky check, never left out: what its first attempt failed with,
+    and that its rerun on fresh engines passed."""
+    message = (record.message or "").strip().splitlines()
+    said = f" ({message[0][:200]})" if message else ""
+    return f"mmharness: flaky: {record.id}: {record.cause}{said}, then passed on fresh engines"
+
+
 def summary_lines(results: RunResults, report: Path) -> list[str]:
-    """The last lines of `make run`: the summary and the report's path."""
-    return [summary_line(results), f"mmharness: report: {report}"]
+    """The last lines of `make run`: the summary, each flaky check, and the report's path."""
+    return [summary_line(results), *map(flaky_line, results.flaky), f"mmharness: report: {report}"]
 
 
 def print_run_summary(results: RunResults, report: Path, file: TextIO | None = None) -> None:

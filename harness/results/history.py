@@ -35,6 +35,9 @@ def history_entry(run_id: str, results: RunResults) -> dict[str, Any]:
         # restarts when the cause changes), which keeps a line small.
         "not_passing": {r.id: r.verdict for r in results.records if r.verdict in NOT_PASSING},
         "causes": {r.id: r.cause for r in results.records if r.verdict in NOT_PASSING and r.cause},
+        # Checks whose failure did not come back on a rerun, with the first
+        # attempt's cause: how often a check is flaky is counted from these.
+        "flaky": {r.id: r.cause for r in results.flaky},
         # What ran and did not pass either: with not_passing, what passed.
         "skipped": [r.id for r in results.records if r.verdict == Verdict.SKIP.value],
         "files": sorted({_file(r.id) for r in results.records}),
@@ -53,8 +56,7 @@ def _durations_nested(results: RunResults) -> dict[str, dict[str, dict[str, floa
         file, _, rest = record.id.partition("::")
         function, params = (rest[:rest.index("[")], rest[rest.index("[") + 1:-1]) \
             if rest.endswith("]") and "[" in rest else (rest, "")
-        seconds = sum(v for v in record.durations.values() if isinstance(v, (int, float)))
-        nested.setdefault(file, {}).setdefault(function, {})[params] = round(seconds, 1)
+        nested.setdefault(file, {}).setdefault(function, {})[params] = round(record.seconds, 1)
     return nested
 
 
@@ -147,13 +149,10 @@ def failing_since(entries: list[dict[str, Any]], run_id: str) -> dict[str, Strea
     the cause changed. Only runs of the same tier count: a CPU run and a
     GPU run of the same check are different evidence; runs that did not
     include the check (another shard's, another selection) are passed over."""
-    ordered = sorted(entries, key=lambda e: e.get("started") or "")
-    current = next((e for e in reversed(ordered) if e["run_id"] == run_id), None)
-    if current is None:
+    upto, ran = _tier_upto(entries, run_id)
+    if not upto:
         return {}
-    same_tier = [e for e in ordered if e.get("tier") == current.get("tier")]
-    upto = same_tier[: same_tier.index(current) + 1]
-    ran = {entry["run_id"]: set(check_durations(entry)) for entry in upto if "durations" in entry}
+    current = upto[-1]
     streaks = {}
     for check in current.get("not_passing", {}):
         cause = _cause(current, check)
@@ -169,6 +168,36 @@ def failing_since(entries: list[dict[str, Any]], run_id: str) -> dict[str, Strea
             # another selection): it neither breaks nor lengthens the streak
         streaks[check] = Streak(since["run_id"], since.get("started"), runs)
     return streaks
+
+
+@dataclasses.dataclass(frozen=True)
+class FlakyCount:
+    flaky: int  # runs in which the check was flaky, this one included
+    ran: int    # runs that ran the check (lines from before durations were kept: those of its file)
+
+
+def flaky_counts(entries: list[dict[str, Any]], run_id: str) -> dict[str, FlakyCount]:
+    """For each check flaky in `run_id`, how many runs of its tier up to
+    this one it was flaky in, of those that ran it: a check flaky once in
+    fifty runs is not one flaky every other run."""
+    upto, ran = _tier_upto(entries, run_id)
+    if not upto:
+        return {}
+    return {check: FlakyCount(sum(check in (e.get("flaky") or {}) for e in upto),
+                              sum(_ran(e, check, ran) for e in upto))
+            for check in upto[-1].get("flaky") or {}}
+
+
+def _tier_upto(entries: list[dict[str, Any]], run_id: str) -> tuple[list[dict[str, Any]], dict[str, set[str]]]:
+    """The runs of `run_id`'s tier up to it, oldest first (none when it is
+    not in the history), and the checks each ran, by run id."""
+    ordered = sorted(entries, key=lambda e: e.get("started") or "")
+    current = next((e for e in reversed(ordered) if e["run_id"] == run_id), None)
+    if current is None:
+        return [], {}
+    same_tier = [e for e in ordered if e.get("tier") == current.get("tier")]
+    upto = same_tier[: same_tier.index(current) + 1]
+    return upto, {entry["run_id"]: set(check_durations(entry)) for entry in upto if "durations" in entry}
 
 
 # The cause of a line from before causes were kept: it breaks no streak.

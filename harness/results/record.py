@@ -60,6 +60,10 @@ class CheckRecord:
     log_tail: str | None = None
     known_issue: dict[str, Any] | None = None
     known_issue_fixed: dict[str, Any] | None = None
+    # A check that failed and ran again on fresh engines: each attempt's
+    # verdict, cause, message and where its evidence lies, the first attempt
+    # first (harness/results/attempts.py). None: it ran once.
+    attempts: list[dict[str, Any]] | None = None
     worker: str = "main"
     started: str | None = None
     finished: str | None = None
@@ -76,6 +80,11 @@ class CheckRecord:
         known = {f.name for f in dataclasses.fields(cls)}
         # Fields from a newer harness are kept out rather than failing the read.
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def seconds(self) -> float:
+        """The check's time: its phases' (engine starts included), and its rerun's."""
+        return sum(v for v in self.durations.values() if isinstance(v, (int, float)))
 
     @property
     def is_failure(self) -> bool:

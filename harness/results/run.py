@@ -38,6 +38,11 @@ class RunResults:
         return [r for r in self.records if r.is_failure]
 
     @property
+    def flaky(self) -> list[CheckRecord]:
+        """Checks whose failure did not come back on a rerun (harness/results/attempts.py)."""
+        return [r for r in self.records if r.verdict == Verdict.FLAKY.value]
+
+    @property
     def complete(self) -> bool:
         """The run went to its end. Set by whatever merged it; a results.json
         from before the field existed is complete if its run finished."""
@@ -57,9 +62,9 @@ class RunResults:
     @property
     def green(self) -> bool:
         """Nothing new from the engine: the run went to its end, with no
-        failure or error (known issues apart) and no record lost to an
-        unreadable line."""
-        return self.complete and not self.failures and not self.problems
+        failure or error (known issues apart), no flaky check and no record
+        lost to an unreadable line."""
+        return self.complete and not self.failures and not self.flaky and not self.problems
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "run": self.run, "counts": self.counts,

@@ -1,7 +1,13 @@
 """The exit statuses of a run and of `python -m harness report ...`, in one
 place, so that a pipeline can act on them. pytest's own meanings are kept
 where they fit (1 failed, 2 interrupted, 3 internal error, 4 usage, 5
-nothing collected)."""
+nothing collected); flaky checks are 7, pytest-rerunfailures'
+`--fail-on-flaky` status, which pytest leaves free.
+
+Ranked, where a run has several: 3 (harness error), 1 (new findings), 2
+(interrupted or incomplete), 7 (flaky), 0. A flaky check beside a new
+finding is still a run with findings; a run cut short cannot vouch for
+the checks it never reached, flaky or not."""
 from __future__ import annotations
 
 import enum
@@ -18,6 +24,7 @@ class ExitStatus(enum.IntEnum):
     HARNESS_ERROR = 3     # the harness itself broke: a check raised in its code, lost records
     USAGE = 4             # bad options or input, or preflight found the set-up cannot run
     NOTHING_SELECTED = 5  # no check matched the selection (pytest's own)
+    FLAKY = 7             # nothing else new, but a failure did not come back on a rerun: the engine's nondeterminism
 
     @property
     def meaning(self) -> str:
@@ -31,12 +38,15 @@ _MEANINGS = {
     ExitStatus.HARNESS_ERROR: "harness error",
     ExitStatus.USAGE: "usage or set-up error",
     ExitStatus.NOTHING_SELECTED: "no check selected",
+    ExitStatus.FLAKY: "flaky checks: failures that did not come back on a rerun",
 }
 
 
 def is_harness_error(record: CheckRecord) -> bool:
-    """A failure of the harness's own code (cause `harness: ...`), not of the engine."""
-    return str(record.cause or "").split(":", 1)[0] == Cause.HARNESS.value
+    """A failure of the harness's own code (cause `harness: ...`), not of
+    the engine, in the check or in its rerun."""
+    causes = [record.cause] + [a.get("cause") for a in record.attempts or []]
+    return any(str(cause or "").split(":", 1)[0] == Cause.HARNESS.value for cause in causes)
 
 
 def failures_status(failures: list[CheckRecord]) -> ExitStatus:
@@ -70,6 +80,8 @@ def run_status(results: RunResults, pytest_status: int = ExitStatus.OK, passed_b
         return ExitStatus.FINDINGS
     if not results.complete:  # pytest.exit(returncode=0), a killed run rendered afterwards
         return ExitStatus.INTERRUPTED
+    if results.flaky:
+        return ExitStatus.FLAKY
     return pytest_status
 
 

@@ -15,9 +15,9 @@ from harness.checks.aborts import check_aborted, check_freed, check_preempted
 from harness.checks.budget_probe import check_encoder_chunk
 from harness.checks.caches import check_cell_caches
 from harness.checks.comparators import compare_greedy
-from harness.checks.noise import NoiseProfile, four_bit_path, profile_for
+from harness.checks.noise import NoiseProfile, NoProfile, exact_by_promise, four_bit_path, profile_for
 from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
-from harness.checks.verdicts import Cause, CheckFailure, Unsupported
+from harness.checks.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
 from harness.engines.outcomes import Completion
 from harness.fuzz.search import Search
 from harness.fuzz.space import shape
@@ -29,9 +29,12 @@ from harness.workloads.chat import media_items
 
 
 class Check:
-    def __init__(self, record: CheckRecord):
+    def __init__(self, record: CheckRecord, *, paths: tuple[str, ...] = ()):
         self.record = record
         self.runs: list[Run] = []  # every run this check read, in order
+        # The numeric paths the check declares (its `numeric_paths` mark):
+        # the only profiles its comparisons may use.
+        self.paths = paths
 
     def read(self, *runs: Run) -> None:
         """Note runs as read by this check: their engines go in the record."""
@@ -231,14 +234,37 @@ class Check:
     # --- comparisons: each with the profile of its numeric path, and power ---
 
     def profile(self, run: Run, path: str = "same-stack") -> NoiseProfile:
-        """The noise profile of `run`'s engine on this numeric path, noted in
-        the record (measured or not), so a reader sees what was tolerated."""
-        ident = run.engine.identity
+        """The noise profile that judges `run`'s comparisons on this numeric
+        path: its host kind's, model's and dtype's, calibrated on the tier's
+        pinned release (harness.calibration). The record names it, the host
+        kind it judged on, and whether the engine judged is the one that
+        calibrated it. A path the check did not declare is a harness error;
+        a host kind with no profile fails, saying how to calibrate it."""
+        if path not in self.paths:
+            raise CheckFailure(DetailedCause(Cause.HARNESS, "undeclared numeric path"),
+                               f"the check compares on numeric path {path!r} but declares "
+                               f"{list(self.paths) or 'none'} (its numeric_paths mark): calibration "
+                               f"measures only declared paths")
+        use, ident = run.use, run.engine.identity
         if path in ("w4a16", "w4a8"):
             path = four_bit_path(ident.get("isa"))
-        profile = profile_for(run.use.entry.tier, ident.get("distribution"), ident.get("version"),
-                              (run.use.args or run.use.entry.engine_args).get("dtype"), path)
-        self.record.evidence.setdefault("noise_profiles", {})[path] = profile.to_dict()
+        tier, model = use.entry.tier, use.entry.name
+        dtype = (use.args or use.entry.engine_args).get("dtype")
+        if path == "same-stack" and ident.get("batch_invariant"):
+            profile = exact_by_promise(tier, use.host_kind, model, dtype, path,
+                                       "vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1): one stack's "
+                                       "answers do not depend on the batch")
+        else:
+            try:
+                profile = profile_for(tier, use.host_kind, model, dtype, path)
+            except NoProfile as e:
+                raise CheckFailure(DetailedCause(Cause.HARNESS, "no noise profile for this host kind"),
+                                   str(e), evidence={"host_kind": use.host_kind}) from None
+        engine = f"{ident.get('distribution')} {ident.get('version')}"
+        self.record.evidence.setdefault("noise_profiles", {})[path] = profile.to_dict() | {
+            "judged_on": use.host_kind, "judged_engine": engine,
+            "self_calibrated": engine == profile.calibrated_with,
+            **({"host_assumed": use.host_assumed} if use.host_assumed else {})}
         return profile
 
     def invariant(self, run: Run, reference: Run, label: str, *, wrong: dict | None = None) -> None:
@@ -252,14 +278,14 @@ class Check:
         self._held(run, reference, label, wrong=wrong)
 
     def all_invariant(self, run: Run, reference: Run, *, wrong: dict[str, dict] | None = None,
-                      labels: list[str] | None = None) -> None:
+                      labels: list[str] | None = None, path: str = "same-stack") -> None:
         """Every request's output in `run` equals its output in `reference`
         (`wrong`: per label, wrong answers besides the other references;
-        `labels`: only these requests)."""
+        `labels`: only these requests; `path`: the numeric path between them)."""
         self.note({"reference": f"{reference.engine.kind} engine, {reference.how}"})
         for label in labels if labels is not None else run.labels:
             self.isolated(reference, label)
-            self._held(run, reference, label, wrong=(wrong or {}).get(label))
+            self._held(run, reference, label, wrong=(wrong or {}).get(label), path=path)
 
     def across_tp(self, run: Run, reference: Run, tp: int) -> None:
         """Every request's output at TP `tp` equals its output at TP 1, within
@@ -287,6 +313,10 @@ class Check:
         that fails is told with the wrong answer it equals, where it equals
         one (another request's, its input under another adapter)."""
         self.read(run, reference)
+        # An answer that never came (a crash, a known issue) is the verdict,
+        # whether or not this host kind has a profile to compare by.
+        check_completed([run[label], reference[label]], [f"{label} ({context or run.how})",
+                                                         f"{label} ({reference_name})"])
         profile = self.profile(run, path)
         follow = reference.follower(label)
         # The wrong answers given first: a failing answer is named after them first.

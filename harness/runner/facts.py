@@ -49,7 +49,9 @@ def attach_engine(record: CheckRecord, use: EngineUse, run_dir: Path, call: tupl
         record.memory_timeline = window.to_dict(max_points=MEMORY_TIMELINE_POINTS)["timeline"]
         # On the timeline's clock: its times count from the window's start.
         record.call_window = [round(t - window.started, 3) for t in call] if call else None
-        csv = run_dir / "timelines" / f"{slug(use.label)}.csv"  # full resolution, for people
+        # Full resolution, for people; named like the log slice, so a rerun's
+        # engine of the same use label leaves the first attempt's in place.
+        csv = run_dir / "timelines" / f"{slug(use.label)}.{Path(engine.log_path or engine.name).stem}.csv"
         csv.parent.mkdir(parents=True, exist_ok=True)
         window.write_csv(csv)
         record.timeline_path = str(csv)

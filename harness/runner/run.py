@@ -7,8 +7,9 @@ engine's cause, and checks that need only the workload still run.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from harness.checks.comparators import Follow
 from harness.checks.requests import check_completed
@@ -39,6 +40,12 @@ class EngineUse:
     t0: float = 0.0  # the sampler's clock when the scenario began
     args: dict = field(default_factory=dict)  # the engine's arguments, as the runner gave them
     version: str | None = None  # the engine's version, known from its interpreter even if it never started
+    # What chooses the engine's kernels (harness.engines.hosts): the key of its noise profiles.
+    host_kind: str | None = None
+    host_assumed: str | None = None  # why the host kind is assumed, not observed (a remote server)
+    # Starts this use's engine again through the pool (a follower that comes
+    # after its engine was retired); None where nothing can (HF transformers).
+    reopen: Callable[[], Engine] | None = None
 
     def require(self) -> Engine:
         if self.failure:
@@ -48,6 +55,15 @@ class EngineUse:
     def memory(self) -> SamplerResult | None:
         """Memory from the scenario's start until now."""
         return self.watch.window(self.t0) if self.watch else None
+
+    def live(self) -> Engine:
+        """This use's engine to send to now: itself while it is up (or
+        crashed: its verdict is its crash), else an engine of the same spec
+        started again through the pool, where this one was retired since."""
+        engine = self.require()
+        if engine.ready or engine.crashed or self.reopen is None:
+            return engine
+        return self.reopen()
 
 
 @dataclass(frozen=True)
@@ -154,3 +170,39 @@ class Paired:
     another stack's answers): what a scenario's pair fixture gives."""
     run: Run
     reference: Run
+
+
+def _held(value: Any, seen: set[int], depth: int = 0) -> Iterator[Run | EngineUse]:
+    """The runs and engine uses inside a value, through containers and
+    dataclasses (a Paired, a Soak, a dict of runs), not below a few levels:
+    workloads hold media that need no walk."""
+    if id(value) in seen or depth > 4:
+        return
+    seen.add(id(value))
+    if isinstance(value, (Run, EngineUse)):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _held(item, seen, depth + 1)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _held(item, seen, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _held(getattr(value, f.name), seen, depth + 1)
+
+
+def holds_runs(value: Any) -> bool:
+    """Whether a value (a fixture's) holds a run, sent or not yet."""
+    return next(_held(value, set()), None) is not None
+
+
+def engine_uses(values: list[Any]) -> list[EngineUse]:
+    """The engine uses of the runs inside `values` that were sent (a
+    deferred run never sent used no engine), each once."""
+    uses: dict[int, EngineUse] = {}
+    for found in _held(values, set()):
+        use = found if isinstance(found, EngineUse) else found.use if found.done else None
+        if use is not None:
+            uses.setdefault(id(use), use)
+    return list(uses.values())

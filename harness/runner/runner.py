@@ -33,6 +33,7 @@ from harness.checks.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion, EngineStartupFailed, Result
 from harness.engines.devices import Lease, NoDeviceLeft
+from harness.engines.hosts import host_kind
 from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
 from harness.engines.pool import EnginePool, EngineSpec
 from harness.engines.startup import STARTED_KEY
@@ -376,10 +377,23 @@ class Runner:
                                                                             STARTED_KEY: False})
             return use
         use.engine, use.watch = use.handle.engine, use.handle.watch
+        use.host_kind, use.host_assumed = self._host_kind(use.engine)
+        use.engine.identity.setdefault("host_kind", use.host_kind)  # the run's metadata names it
+        use.reopen = lambda: self.pool.get(spec, label=f"{label} (follower)", gpus=tp, lease=card).engine
         use.window = use.engine.mark()
         use.t0 = use.watch.now() if use.watch else 0.0
         self._on_engine(use.engine)
         return use
+
+    def _host_kind(self, engine) -> tuple[str, str | None]:
+        """The engine's host kind, and why it is assumed where it is not
+        observed: a remote server's is taken as this machine's."""
+        tier = self.entry.tier
+        if engine.kind != "remote":
+            return host_kind(tier, engine.identity), None
+        local = self.pool.interpreter
+        return (host_kind(tier, dict(local.identity) | local.host),
+                "a remote server's host is not observed: taken as this machine's")
 
     def _card_lease(self, args: dict) -> Lease | None:
         """The card's GPU, for an engine opened with the card's arguments."""
@@ -390,19 +404,32 @@ class Runner:
 
 def _sent(use: EngineUse, workload: Workload, send: Callable, sampling: Sampling) -> Sent:
     """Send through `use`'s engine (`send(engine)` -> outcomes), keeping what
-    the engine observed meanwhile and, on the driver that takes forced
-    tokens, the follower. An engine that never started sends nothing."""
+    the engine observed meanwhile, and the follower on its stack. An engine
+    that never started sends nothing."""
     if use.engine is None:
         return Sent(use)
     engine = use.engine
     observations = getattr(engine, "observations", None)
     offset = observations.mark() if observations else 0
     outcomes = send(engine)
-    follow = None
+    return Sent(use, outcomes, observations.since(offset) if observations else None,
+                _follower(workload, sampling, lambda q, conv, s, f: _forced(use, q, conv, s, f)))
+
+
+def _forced(use: EngineUse, request, conversation, sampling: Sampling, forced: list[int]) -> Result:
+    """The request's answer continuing `forced` tokens on `use`'s own stack:
+    the offline worker appends them to the prompt, a server continues them
+    as its open final message (harness.engines.openai_engine.chat_forced).
+    Where the use's engine was retired, one of the same spec is started
+    again (a start that fails is this answer's verdict)."""
+    try:
+        engine = use.live()
+    except EngineStartupFailed as e:
+        return e.crash
     if engine.kind == "offline":
-        follow = _follower(workload, sampling, lambda q, conv, s, f: engine.chat(
-            [conv], s, adapters=[q.adapter] if q.adapter else None, forced=[f])[0])
-    return Sent(use, outcomes, observations.since(offset) if observations else None, follow)
+        return engine.chat([conversation], sampling, adapters=[request.adapter] if request.adapter else None,
+                           forced=[forced])[0]
+    return engine.chat_forced(conversation, sampling, request.adapter, forced)
 
 
 def _remembered(use: EngineUse, workload: Workload, sampling: Sampling, memo: dict,

@@ -15,6 +15,7 @@ import os
 import re
 
 import mmharness_encoder
+import mmharness_fault_once
 import mmharness_importhook
 import mmharness_memory
 
@@ -425,5 +426,9 @@ def requested() -> list[str]:
 
 
 def install() -> None:
+    once = mmharness_fault_once.names()  # those that act in one engine only
     for name in requested():
-        FAULTS[name]()
+        if name in once:
+            mmharness_fault_once.arm(name, FAULTS[name])
+        else:
+            FAULTS[name]()

@@ -6,7 +6,8 @@ patches), so an interpreter start stays cheap:
   - the observer, with MMHARNESS_OBSERVE=<path>;
   - the stack dumper (SIGUSR2), with MMHARNESS_STACKS=<folder>;
   - fault switches for the harness's own tests, with MMHARNESS_FAULTS=names;
-  - a lesser host's CPU features, with MMHARNESS_ENGINE_KERNELS=level.
+  - a lesser host's CPU features, with MMHARNESS_ENGINE_KERNELS=level;
+  - a noisy host's forward pass, with MMHARNESS_ENGINE_NOISE=scale.
 Then the venv's own sitecustomize, where it has one: this one hides it.
 """
 import os
@@ -28,6 +29,10 @@ if os.environ.get("MMHARNESS_OBSERVE"):
     import mmharness_observe
 
     mmharness_observe.install()
+if os.environ.get("MMHARNESS_ENGINE_NOISE"):
+    import mmharness_noise
+
+    mmharness_noise.install()
 if os.environ.get("MMHARNESS_FAULTS"):
     import mmharness_faults
 

@@ -1,0 +1,168 @@
+"""How each numeric path is calibrated: the pairs of answers that differ
+only by what the path names, run on the pinned release with the
+calibration's own workloads (harness.calibration.workloads), each pair's
+right side with its follower. The engines come from one pool per model and
+serve every path of it (the reference engine is one for all).
+
+A path's pairs mirror its checks' comparisons:
+  same-stack            a batch, a concurrent load, cached repeats over HTTP
+                        and (where the model serves LoRA) a mixed-adapter batch,
+                        each against every request alone on the reference engine
+  chunked-vs-unchunked  the encoder forced to passes of 1, 2 and 3 images
+                        against each prompt alone
+  tp                    the mixed batch at each TP size the model runs above 1
+                        against TP 1
+  hf-vs-vllm            the engine (each request alone) against HF transformers
+  w4a16, w4a8           the 4-bit engine against HF on the model dequantized
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+
+from harness.checks.verdicts import CheckFailure
+from harness.engines.base import Sampling
+from harness.engines.outcomes import NotForced
+from harness.engines.parallel import TP_ARG
+from harness.engines.pool import EnginePool
+from harness.models import ModelEntry
+from harness.runner.run import Run
+from harness.runner.runner import REFERENCE_ARGS, Runner
+from harness.calibration import workloads
+
+# The checks' greedy sampling: 16 tokens, EOS ignored, the top 5 logprobs.
+SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
+PLAIN = "calibration"
+LORA_FAMILY = "test_vision_lora"
+CHUNKS = (1, 2, 3)
+
+Pair = tuple  # (label, left answer, right answer, follow on the right's stack)
+
+
+class NotCalibratable(Exception):
+    """This model cannot be calibrated on this path here (a TP size the
+    machine cannot host, a stack the engine refuses); says why."""
+
+
+@dataclass
+class Bench:
+    """One model's engines on the pinned release, shared by its paths."""
+    entry: ModelEntry
+    model: str
+    pool: EnginePool
+    version: str | None
+    _runners: dict[str, Runner] = field(default_factory=dict)
+
+    def runner(self, family: str) -> Runner:
+        if family not in self._runners:
+            self._runners[family] = Runner(self.entry, self.model, family, self.pool, on_engine=lambda e: None)
+        return self._runners[family]
+
+    @property
+    def serves_lora(self) -> bool:
+        return self.entry.serves_lora(self.version)
+
+    def stack(self) -> tuple[Runner, workloads.Workload, dict]:
+        """The runner, a mixed workload and the reference's extra arguments
+        of the model's fullest stack: LoRA with adapters mixed where it
+        serves LoRA, else the plain one."""
+        if not self.serves_lora:
+            return self.runner(PLAIN), self.workload("stack"), {}
+        from harness.workloads import lora
+
+        ad = lora.Adapters(self.model)
+        work = workloads.with_adapters(self.workload("lora", ("image", "text")), [None, ad.tower, ad.lm])
+        return self.runner(LORA_FAMILY), work, {"max_loras": lora.REFERENCE_MAX_LORAS}
+
+    def workload(self, name: str, modalities: tuple[str, ...] | None = None) -> workloads.Workload:
+        chosen = [m for m in self.entry.modalities if modalities is None or m in modalities]
+        return workloads.workload(name, chosen, self.runner(PLAIN).mm_limit("image"))
+
+
+def _pairs(run: Run, reference: Run, name: str) -> list[Pair]:
+    return [(f"{name}:{label}", run[label], reference[label], _follow(reference, label)) for label in run.labels]
+
+
+def _follow(reference: Run, label: str) -> Callable | None:
+    """The reference's follower, a failed forced answer told as NotForced."""
+    follow = reference.follower(label)
+    if follow is None:
+        return None
+
+    def forced(tokens: list[int]):
+        try:
+            return follow(tokens)
+        except CheckFailure as e:
+            raise NotForced(f"the follower's answer failed: {e.message}") from None
+    return forced
+
+
+def same_stack(bench: Bench) -> list[Pair]:
+    """Each modality's requests on their own, so that an engine one of them
+    kills (a known issue) is started again for the next; its pairs are
+    left out of the figures, noted."""
+    plain = bench.runner(PLAIN)
+    pairs = []
+    for modality in sorted(bench.entry.modalities):
+        work = bench.workload(f"plain-{modality}", (modality,))
+        alone = plain.each_alone(work, SAMPLING)
+        pairs += _pairs(plain.batch(work, SAMPLING), alone, "batch")
+        pairs += _pairs(plain.concurrent(work, SAMPLING), alone, "concurrent")
+        for r, run in enumerate(plain.rounds(work, SAMPLING, at_once=False)):
+            pairs += _pairs(run, alone, f"sequential round {r + 1}")
+        plain.restart_crashed()
+    if bench.serves_lora:
+        runner, mixed, ref_args = bench.stack()
+        pairs += _pairs(runner.batch(mixed, SAMPLING), runner.each_alone(mixed, SAMPLING, engine_args=ref_args),
+                        "mixed adapters")
+    return pairs
+
+
+def chunked(bench: Bench) -> list[Pair]:
+    if "image" not in bench.entry.modalities:
+        raise NotCalibratable("the model takes no images: its encoder has no passes to chunk")
+    plain = bench.runner(PLAIN)
+    work = workloads.images(plain.mm_limit("image"))
+    alone = plain.each_alone(work, SAMPLING)
+    return [p for k in CHUNKS for p in _pairs(plain.batch(work, SAMPLING, steer={"chunk": k}), alone, f"chunk{k}")]
+
+
+def tensor_parallel(bench: Bench) -> list[Pair]:
+    sizes = [t for t in (bench.entry.lora or {}).get("tp_sizes", [2]) if t > 1] or [2]
+    runner, work, ref_args = bench.stack()
+    args = {**ref_args, **REFERENCE_ARGS}
+    tp1 = runner.batch(work, SAMPLING, engine_args=args)
+    pairs = []
+    for tp in sizes:
+        pairs += _pairs(runner.batch(work, SAMPLING, engine_args={**args, TP_ARG: tp}), tp1, f"tp{tp}")
+    return pairs
+
+
+def hf_vs_vllm(bench: Bench) -> list[Pair]:
+    runner, work, ref_args = bench.stack()
+    engine = runner.each_alone(work, SAMPLING, engine_args=ref_args)
+    return _pairs(engine, runner.hf_reference(work, SAMPLING), "hf")
+
+
+def four_bit(bench: Bench) -> list[Pair]:
+    if not bench.entry.quantized:
+        raise NotCalibratable("the model is not quantized: it has no 4-bit path")
+    plain = bench.runner(PLAIN)
+    work = bench.workload("4bit", ("text",))
+    return _pairs(plain.batch(work, SAMPLING), plain.dequantized_reference(work, SAMPLING), "dequantized")
+
+
+PROCEDURES: dict[str, Callable[[Bench], list[Pair]]] = {
+    "same-stack": same_stack, "chunked-vs-unchunked": chunked, "tp": tensor_parallel,
+    "hf-vs-vllm": hf_vs_vllm, "w4a16": four_bit, "w4a8": four_bit}
+
+
+def run_path(bench: Bench, path: str) -> list[Pair]:
+    """The path's pairs; NotCalibratable where the machine or the engine
+    cannot run them (said in the runner's own words)."""
+    try:
+        return PROCEDURES[path](bench)
+    except pytest.skip.Exception as e:  # the runner skips what this machine cannot host
+        raise NotCalibratable(str(e.msg)) from None
