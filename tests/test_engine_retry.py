@@ -15,7 +15,9 @@ from harness.engines.causes import classify, engine_message
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.pool import EnginePool
 from harness.engines.retry import MEMORY_WAIT_S, Retry, retry_for
+from harness.engines.startup import never_started, startup_error
 from harness.models import models_for
+from harness.results.record import CheckRecord
 from harness.engines.teardown import teardown_record
 from harness.runner import Runner
 from harness.workloads.text import text_workload
@@ -125,6 +127,21 @@ def test_a_check_on_an_engine_that_never_started_shows_its_attempts(failing_pool
     with pytest.raises(CheckFailure) as failed:
         run.outcomes
     assert [a["retried"] for a in failed.value.evidence["start_attempts"]] == ["port race", None]
+
+
+def test_a_check_whose_engine_died_of_oom_before_it_was_ready_reads_as_never_started(failing_pool, tmp_path):
+    """The record says the engine never started whatever its cause: a
+    bisect counts such a step untestable, never a failure of the check."""
+    pool, _ = failing_pool
+    env = {"MMHARNESS_STUB_COUNT": str(tmp_path / "starts"), "MMHARNESS_STUB_FAILURES": "5",
+           "MMHARNESS_STUB_FAILURE": OOM}
+    runner = Runner(models_for("cpu")[0], "no-model", "family", pool, env=env, on_engine=lambda engine: None)
+    with pytest.raises(CheckFailure) as failed:
+        runner.batch(text_workload(), Sampling()).outcomes
+    record = CheckRecord(id="c", verdict="fail", cause=failed.value.cause, message=failed.value.message,
+                         evidence=failed.value.evidence)
+    assert record.cause == Cause.OOM.value and never_started(record)
+    assert startup_error(record).line == "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
 def test_an_oom_at_start_up_is_not_retried(failing_pool, tmp_path):

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. Same-layer imports are allowed.
 LAYERS = [
-    ("harness.units", "harness.files", "harness.children", "harness.priority", "harness.versions",
+    ("harness.units", "harness.files", "harness.children", "harness.priority", "harness.versions", "harness.index",
      "harness.checks.verdicts", "harness.memory.nvml", "harness.memory.timeline", "harness.compat"),
     ("harness.memory", "harness.results", "harness.setup", "harness.shards", "harness.soak.settings",
      "harness.soak.latency", "harness.soak.fit", "harness.cache.cells"),

@@ -141,6 +141,40 @@ def test_command_line_without_regressions_exits_0(tmp_path, capsys):
     assert (run / "ab.html").exists()  # beside CAND's results without -o
 
 
+def _never_started(check: str) -> CheckRecord:
+    """A check whose engine died before it was ready, of an OOM: no verdict on it."""
+    tail = ["Traceback (most recent call last):",
+            '  File "/v/lib/python3.11/site-packages/transformers/models/auto.py", line 3, in load',
+            "ValueError: Unrecognized configuration class Gemma3nConfig"]
+    return _rec(check, "fail", "oom", evidence={"engine_started": False, "crash": {"cause": "oom", "log_tail": tail}})
+
+
+def test_a_side_that_did_not_start_gives_no_verdict_and_exits_4(tmp_path, capsys):
+    """Neither a regression (a CAND that did not start) nor a fix (a BASE
+    that did not start): listed apart, with the error, and never exit 0."""
+    base, cand = _base(), _cand()
+    base.records = [r for r in base.records if not r.id.endswith(("test_fixed", "test_breaks"))] + [
+        _never_started("test_fixed"), _rec("test_breaks", "pass")]
+    cand.records = [r for r in cand.records if not r.id.endswith(("test_breaks", "test_fixed"))] + [
+        _never_started("test_breaks"), _rec("test_fixed", "pass")]
+    ab = compare_ab(base, cand)
+    named = {_short(f.check) for f in ab.regressions + ab.fixes}
+    assert not {"test_breaks", "test_fixed"} & named
+    assert [(f.kind, _short(f.check), f.base, f.cand) for f in ab.no_verdict] == [
+        ("no verdict", "test_breaks", "pass", "did not start: ValueError: Unrecognized configuration class "
+                                              "Gemma3nConfig (raised in transformers)"),
+        ("no verdict", "test_fixed", "did not start: ValueError: Unrecognized configuration class "
+                                     "Gemma3nConfig (raised in transformers)", "pass")]
+    same = _write(_cand(), tmp_path / "same")
+    unstarted = _cand()
+    unstarted.records = [_never_started(_short(r.id)) if r.id.endswith("test_same_answer") else r
+                         for r in unstarted.records]
+    assert main(["report", "ab", str(same), str(_write(unstarted, tmp_path / "unstarted"))]) == 4
+    text = capsys.readouterr().out
+    assert "No verdict: an engine did not start (1)" in text and "A/B: no verdict on 1 check(s)" in text
+    assert "No verdict on 1 check(s)" in (tmp_path / "unstarted" / "ab.html").read_text()
+
+
 def _on_kernels(base_kernels, cand_kernels) -> tuple[RunResults, RunResults]:
     base, cand = _base(), _cand()
     base.run = {**base.run, "engine_kernels": base_kernels, "engine_kernel_level": "native"}

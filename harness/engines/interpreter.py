@@ -7,6 +7,12 @@ start-up shims (harness/compat/site) reach every engine process through
 PYTHONPATH, which vLLM's spawned processes inherit. Each shim acts only when
 its variable says so: the torchvision shim where the interpreter needs it,
 the observer and the fault switches where an engine asks for them.
+
+Nothing else of the harness is on an engine's import path: PYTHONPATH holds
+the supplies and the shims (named mmharness_*, but for `sitecustomize`,
+which chains to the venv's own), never the checkout, and every engine
+process runs in an empty folder (`engine_cwd`), since `python -m` and `-c`
+put the working folder first.
 """
 from __future__ import annotations
 
@@ -82,6 +88,15 @@ class EngineInterpreterError(RuntimeError):
     pass
 
 
+def engine_cwd() -> Path:
+    """The working folder of every process run under an engine interpreter:
+    empty, so nothing there can hide a package of the engine's venv."""
+    base = os.environ.get("MMHARNESS_CACHE")
+    folder = (Path(base) if base else ROOT / ".cache") / "engine-cwd"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def resolve_python(path: str | os.PathLike | None) -> Path:
     """A python executable from a path to one, or to a venv directory."""
     if path is None:
@@ -126,7 +141,7 @@ class EngineInterpreter:
         torchaudio, torchcodec, av, soundfile (version, path, import error);
         plus whether the interpreter needs the torchvision shim (probed
         without it)."""
-        out = subprocess.run([str(self.python), "-c", _PROBE], env=self._base_env(),
+        out = subprocess.run([str(self.python), "-c", _PROBE], env=self._base_env(), cwd=engine_cwd(),
                              capture_output=True, text=True, timeout=180)
         line = next((l for l in out.stdout.splitlines() if l.startswith("MMHARNESS_PROBE ")), None)
         if out.returncode != 0 or line is None:
@@ -154,8 +169,8 @@ class EngineInterpreter:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = self._base_env()
-        # What the venv lacks first, then the start-up shims, then the harness.
-        env["PYTHONPATH"] = os.pathsep.join([*self.supplied_paths, str(SITE_DIR), str(ROOT)])
+        # What the venv lacks first, then the start-up shims; never the checkout.
+        env["PYTHONPATH"] = os.pathsep.join([*self.supplied_paths, str(SITE_DIR)])
         if self.identity["needs_torchvision_shim"]:
             env[TVSHIM_ENV] = "1"
         if self.tier == "cpu":
@@ -182,7 +197,8 @@ class EngineInterpreter:
 
     def build_tiny_model(self, arch: str, seed: int = 0, overrides: dict | None = None) -> Path:
         """Build (or reuse) the tiny model with this interpreter's transformers:
-        a config saved by one version may not load in another."""
+        a config saved by one version may not load in another. It runs in a
+        process of its own, from the checkout (`-m` puts it first)."""
         out = subprocess.run([str(self.python), "-m", "fixtures.tiny_models", "build", arch,
                               "--seed", str(seed), "--overrides", json.dumps(overrides or {})],
                              env=self.env(), cwd=ROOT,

@@ -17,7 +17,7 @@ from typing import Iterator
 from harness.engines import hosts
 from harness.engines.base import CRASH_GRACE_S, Adapters, Engine, Sampling, per_conversation
 from harness.engines.control import EngineControl, control_file
-from harness.engines.interpreter import EngineInterpreter
+from harness.engines.interpreter import EngineInterpreter, engine_cwd
 from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
 from harness.engines.outcomes import Completion, EngineStartupFailed, Rejected, RequestTimedOut, Result
@@ -25,7 +25,9 @@ from harness.engines.procs import EngineProcess, launch, started_at
 from harness.engines.progress import ProgressWatch, Stall
 from harness.engines.stacks import StackDumps, stacks_folder
 
-WORKER = Path(__file__).with_name("offline_worker.py")
+# Alone in its folder, which Python puts first on the worker's sys.path: a
+# module beside it would hide an engine package of the same name.
+WORKER = Path(__file__).parent / "worker_script" / "mmharness_offline_worker.py"
 # Engine arguments of the server only: an offline request carries its adapter.
 SERVER_ONLY_ARGS = ("lora_modules",)
 # The start-up socket's folder, named after the harness process that made it.
@@ -106,7 +108,8 @@ class OfflineEngine(Engine):
                                     self.model, json.dumps({k: v for k, v in self.engine_args.items()
                                                             if k not in SERVER_ONLY_ARGS})],
                                    self.interpreter.env(self.observations.env() | self.control.env()
-                                                        | self.stacks.env() | self.extra_env), self.log_path)
+                                                        | self.stacks.env() | self.extra_env), self.log_path,
+                                   cwd=engine_cwd())
                 accepted: list = []
                 t = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
                 t.start()

@@ -150,7 +150,7 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None) -> EngineProcess:
+def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> EngineProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab", buffering=0) as log:
         popen = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.engines import hosts
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.control import EngineControl, control_file
-from harness.engines.interpreter import EngineInterpreter
+from harness.engines.interpreter import EngineInterpreter, engine_cwd
 from harness.engines.kernels import observed_kernels
 from harness.engines.observations import Observations, side_file
 from harness.engines.stacks import StackDumps, stacks_folder
@@ -146,7 +146,7 @@ class ServerEngine(OpenAIEngine):
                # Token-in routes, for a follower's forced tokens (chat_forced).
                *(["--enable-scale-out"] if self.interpreter.identity.get("scale_out_routes") else [])]
         self.proc = launch(cmd, self.interpreter.env(self.observations.env() | self.control.env() | self.stacks.env()
-                                                    | self.extra_env), self.log_path)
+                                                    | self.extra_env), self.log_path, cwd=engine_cwd())
         deadline = time.monotonic() + self.start_timeout
         while not self.healthy(timeout=1.0):
             death = self.proc.death()

@@ -17,6 +17,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from harness.engines.interpreter import engine_cwd
 from harness.files import slug
 from harness.fuzz.hostile import KINDS
 from harness.fuzz.search import Found
@@ -98,8 +99,9 @@ def _collect_env(python: str) -> str:
     """vLLM's own environment report from the engine's interpreter (its
     failure is said in the file: the reproducer stands without it)."""
     try:
+        # From an empty folder: `-m` puts the working folder first on sys.path.
         out = subprocess.run([python, "-m", "vllm.collect_env"], capture_output=True, text=True,
-                             timeout=COLLECT_ENV_TIMEOUT_S)
+                             cwd=engine_cwd(), timeout=COLLECT_ENV_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"python -m vllm.collect_env did not run: {e}\n"
     return out.stdout if out.returncode == 0 else f"python -m vllm.collect_env exited {out.returncode}:\n{out.stderr[-3000:]}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
+from harness.engines.venvs import venv_metadata
 from harness.models import FAMILY_FLAGS, ModelEntry, ModelMatrixError, models_for
 from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 
@@ -111,6 +112,8 @@ def engine_interpreter(pytestconfig) -> EngineInterpreter:
     interpreter = pytestconfig.stash[MATRIX].interpreter
     for note in interpreter.shortfalls:  # what it lacks that the harness cannot supply
         warnings.warn(EngineInterpreterShortfall(note))
+    # The engine venv's day and what it resolved, whether or not an engine starts.
+    pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig, fields=venv_metadata(interpreter.python))
     return interpreter
 
 

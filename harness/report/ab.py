@@ -7,6 +7,10 @@ known issue, or not run on CAND), engine answers that changed, memory peaks
 that rose beyond the threshold. Then the fixes: failures that pass, checks
 that newly pass, memory peaks that fell. The comparison is diff_runs
 (harness/report/diff.py) read with BASE as the old run.
+
+A check whose engine did not start on either side gets no verdict: it is
+neither a regression nor a fix, and is listed apart with the start-up
+error; an A/B with such checks and no regression exits 4 (set-up), never 0.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.checks.verdicts import Cause, Verdict
+from harness.engines.startup import never_started, startup_error
 from harness.report.diff import RunDiff, diff_runs, format_identity, format_unlike, unlike_reasons
 from harness.report.format import first_line, gib
 from harness.report.jinja import ENV
@@ -23,8 +28,10 @@ from harness.results.run import RunResults
 from harness.results.status import ExitStatus
 from harness.results.store import write_text_atomic
 
-# `python -m harness report ab` exits with this when CAND has any regression.
+# `python -m harness report ab` exits with this when CAND has any regression,
+# and with the other where it has none but a side did not start for some check.
 EXIT_REGRESSIONS = ExitStatus.FINDINGS
+EXIT_NO_VERDICT = ExitStatus.USAGE
 # Causes of an engine that died under the check.
 CRASH_CAUSES = (Cause.ENGINE_DEAD.value, Cause.OOM.value, Cause.ILLEGAL_INSTRUCTION.value)
 # The kinds of finding, in the order they are listed.
@@ -55,6 +62,7 @@ class AbComparison:
     regressions: list[Finding]
     fixes: list[Finding]
     still_failing: list[tuple[CheckRecord, CheckRecord]]  # (cand, base), failing alike on both
+    no_verdict: list[Finding] = dataclasses.field(default_factory=list)  # a side's engine did not start
 
     @property
     def warnings(self) -> list[str]:
@@ -71,11 +79,14 @@ class AbComparison:
 
     @property
     def exit_status(self) -> int:
-        return EXIT_REGRESSIONS if self.regressions else ExitStatus.OK
+        if self.regressions:
+            return EXIT_REGRESSIONS
+        return EXIT_NO_VERDICT if self.no_verdict else ExitStatus.OK
 
 
 def compare_ab(base: RunResults, cand: RunResults, memory_pct: float = 10.0) -> AbComparison:
-    diff = diff_runs(base, cand, memory_pct)
+    unstarted = {r.id for run in (base, cand) for r in run.records if never_started(r)}
+    diff = without(diff_runs(base, cand, memory_pct), unstarted)
     by_id = {r.id: r for r in cand.records}
     found: list[Finding] = []
     if not base.records:  # an empty selection must not pass as "no regressions"
@@ -96,6 +107,8 @@ def compare_ab(base: RunResults, cand: RunResults, memory_pct: float = 10.0) -> 
             still.append((record, previous))
     for previous in base.records:
         record = by_id.get(previous.id)
+        if previous.id in unstarted:
+            continue
         if previous.verdict == Verdict.PASS.value and (record is None or not (record.is_failure or _passed(record))):
             found.append(Finding("no longer passes", previous.id, "pass",
                                  "not run" if record is None else record.verdict or "error",
@@ -113,7 +126,29 @@ def compare_ab(base: RunResults, cand: RunResults, memory_pct: float = 10.0) -> 
     found += [Finding("fixed", record.id, was, "pass") for record, was in diff.fixed]
     regressions = [f for kind in REGRESSION_KINDS for f in found if f.kind == kind]
     fixes = [f for kind in FIX_KINDS for f in found if f.kind == kind]
-    return AbComparison(base, cand, diff, regressions, fixes, still)
+    return AbComparison(base, cand, diff, regressions, fixes, still, no_verdict(base, cand, unstarted))
+
+
+def without(diff: RunDiff, checks: set[str]) -> RunDiff:
+    """The diff with nothing said of these checks."""
+    return dataclasses.replace(
+        diff, new_failures=[(r, was) for r, was in diff.new_failures if r.id not in checks],
+        fixed=[(r, was) for r, was in diff.fixed if r.id not in checks],
+        still_failing=[(r, old) for r, old in diff.still_failing if r.id not in checks],
+        memory_moves=[m for m in diff.memory_moves if m.check not in checks],
+        changed_outputs=[c for c in diff.changed_outputs if c.check not in checks])
+
+
+def no_verdict(base: RunResults, cand: RunResults, checks: set[str]) -> list[Finding]:
+    """One finding per check whose engine did not start on a side, with what each side did."""
+    sides = {name: {r.id: r for r in run.records} for name, run in (("BASE", base), ("CAND", cand))}
+
+    def said(record: CheckRecord | None) -> str:
+        if record is None:
+            return "not run"
+        return f"did not start: {startup_error(record).said}" if never_started(record) else _verdict(record)
+    return [Finding("no verdict", check, said(sides["BASE"].get(check)), said(sides["CAND"].get(check)))
+            for check in sorted(checks)]
 
 
 def is_crash(record: CheckRecord) -> bool:
@@ -169,9 +204,11 @@ def format_ab(ab: AbComparison) -> str:
 
     section("REGRESSIONS", ab.regressions)
     section("Fixes", ab.fixes)
+    section("No verdict: an engine did not start", ab.no_verdict)
     lines.extend(["", f"Failing on both ({len(ab.still_failing)})"])
     lines.extend(f"  {r.id}  {_verdict(r)}" for r, _ in ab.still_failing)
     verdict = (f"{len(ab.regressions)} regression(s) in CAND" if ab.regressions
+               else f"no verdict on {len(ab.no_verdict)} check(s), no regressions in the others" if ab.no_verdict
                else "no regressions in CAND")
     lines.extend(["", f"A/B: {verdict}, {len(ab.fixes)} fix(es), memory threshold {ab.diff.memory_pct:g}%"])
     return "\n".join(lines) + "\n"

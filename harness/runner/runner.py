@@ -36,6 +36,7 @@ from harness.engines.devices import Lease, NoDeviceLeft
 from harness.engines.hosts import host_kind
 from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
 from harness.engines.pool import EnginePool, EngineSpec
+from harness.engines.startup import STARTED_KEY
 from harness.models import ModelEntry
 from harness.runner.run import EngineUse, Run, Sent
 from harness.soak.drive import Soak, drive, gpu_reader
@@ -372,7 +373,8 @@ class Runner:
         except EngineStartupFailed as e:
             use.failure = CheckFailure(e.crash.cause, f"{spec.kind} engine for {self.entry.name} did not "
                                        f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict(),
-                                                                            "start_attempts": e.attempts})
+                                                                            "start_attempts": e.attempts,
+                                                                            STARTED_KEY: False})
             return use
         use.engine, use.watch = use.handle.engine, use.handle.watch
         use.host_kind, use.host_assumed = self._host_kind(use.engine)

@@ -8,6 +8,7 @@ patches), so an interpreter start stays cheap:
   - fault switches for the harness's own tests, with MMHARNESS_FAULTS=names;
   - a lesser host's CPU features, with MMHARNESS_ENGINE_KERNELS=level;
   - a noisy host's forward pass, with MMHARNESS_ENGINE_NOISE=scale.
+Then the venv's own sitecustomize, where it has one: this one hides it.
 """
 import os
 
@@ -36,3 +37,20 @@ if os.environ.get("MMHARNESS_FAULTS"):
     import mmharness_faults
 
     mmharness_faults.install()
+
+
+def _chain() -> None:
+    """Run the next sitecustomize on sys.path after this folder's, as Python
+    would have run it without this one."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    rest = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+_chain()

@@ -22,7 +22,8 @@ import psutil
 
 from harness.memory.nvml import nvml_unavailable_reason
 
-CHILD_SCRIPT = Path(__file__).with_name("ballast_child.py")
+# Alone in its folder (runs under the engine's interpreter; see harness.engines.offline.WORKER).
+CHILD_SCRIPT = Path(__file__).parent / "ballast_script" / "mmharness_ballast.py"
 DEFAULT_TOLERANCE = 16 << 20
 
 

@@ -12,7 +12,7 @@ scheduler is paused (vLLM's level-0 sleep), and only then does it step. An
 LLM.chat call would let the core start stepping on the first request while
 the next ones are still being processed (measured: of 4 ragged clips, the 1 s
 clip reached the audio encoder alone), so the batch would not be one step.
-usage: offline_worker.py ADDRESS AUTHKEY_HEX MODEL ENGINE_ARGS_JSON
+usage: mmharness_offline_worker.py ADDRESS AUTHKEY_HEX MODEL ENGINE_ARGS_JSON
 """
 import json
 import sys
