@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from harness.checks.comparators import compare_greedy
-from harness.checks.noise import NoiseProfile
+from harness.checks.noise import NoiseProfile, poisson_upper_bound
 from harness.engines.outcomes import NotForced
 
 EXACT = NoiseProfile("cpu", "cpu:_C", "tiny", "bfloat16", "same-stack", 0.0, 0.0, 0, measured="crafted")
@@ -166,12 +166,15 @@ def test_the_split_limit_is_the_profiles():
 
 
 def test_an_answer_longer_than_the_calibrations_may_split_at_the_measured_rate():
-    """Calibration saw 1 split in 20 positions (a rate of 10% with its
-    headroom) and at most 1 split per answer: a 40-token answer may split
-    4 times, a fifth split is more than noise."""
-    measured = dataclasses.replace(GPU_LIKE, max_splits=1, figures={"positions": 19, "splits": 1})
-    assert measured.split_rate == pytest.approx(0.1) and measured.splits_allowed(10) == 1
-    assert measured.splits_allowed(40) == 4
+    """Calibration saw 20 splits in 400 positions of 20-token answers, at
+    most 1 in one answer: a rate of up to 8.3% could have shown that few
+    (99% upper bound), so a 40-token answer may split 4 times, a fifth split
+    is more than noise; an answer no longer than the calibration's is held
+    to max_splits."""
+    measured = dataclasses.replace(GPU_LIKE, max_splits=1, figures={"pairs": 20, "positions": 380, "splits": 20})
+    assert measured.split_rate == pytest.approx(0.0828, abs=1e-4)
+    assert measured.splits_allowed(20) == 1 and measured.splits_allowed(40) == 4
+
 
     def answers(n_splits: int, n: int = 40):  # the right side splits every 8th position, followed or not
         split = lambda i: i % 8 == 0 and i // 8 < n_splits  # noqa: E731
@@ -184,3 +187,8 @@ def test_an_answer_longer_than_the_calibrations_may_split_at_the_measured_rate()
     left, right, follow = answers(5)
     c = compare_greedy(left, right, measured, follow=follow)
     assert not c.ok and "5 splits in one answer of 40 tokens" in c.message and "allows 4" in c.message
+
+
+def test_the_split_rate_bound_is_the_poisson_upper_bound_of_the_calibrations_count():
+    """Tabulated one-sided 99% bounds: 0 events -> 4.61, 1 -> 6.64, 3 -> 10.05."""
+    assert [round(poisson_upper_bound(k, 0.99), 2) for k in (0, 1, 3)] == [4.61, 6.64, 10.05]

@@ -41,10 +41,28 @@ PATHS = {
 # One bfloat16 step of a value's size: logprob bounds are counted in these,
 # since kernel noise in bf16 scales with the value (at least 1 nat's step).
 BF16_STEP = 2 ** -7
-SPLIT_RATE_HEADROOM = 2.0
+# A split rate is held to the upper bound, at this confidence, of the rate
+# that could have given the calibration's count of splits (a few splits in
+# a few dozen positions say little: 3 splits in 48 allow up to 21%).
+SPLIT_RATE_CONFIDENCE = 0.99
 REQUIRED = ("tier", "host", "model", "dtype", "path", "logprob_steps", "split_margin_nats", "max_splits",
             "calibrated_with", "measured")
 OPTIONAL = ("top_k", "figures", "note", "refused")
+
+
+def poisson_upper_bound(count: int, confidence: float) -> float:
+    """The mean λ at which P(Poisson(λ) <= count) = 1 - confidence."""
+    def cdf(lam: float) -> float:
+        term = total = math.exp(-lam)
+        for k in range(1, count + 1):
+            term *= lam / k
+            total += term
+        return total
+    low, high = float(count), float(count) + 10 * (count + 1)
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) > 1 - confidence else (low, mid)
+    return high
 
 
 class NoiseProfileError(Exception):
@@ -99,18 +117,25 @@ class NoiseProfile:
 
     @property
     def split_rate(self) -> float:
-        """The share of positions that may split: the calibration's measured
-        share, doubled (a finite sample's largest underestimates the next)."""
+        """The share of positions that may split: the largest rate whose
+        Poisson count would show the calibration's splits or fewer with
+        probability 1 - SPLIT_RATE_CONFIDENCE."""
         f = self.figures
         splits = f.get("splits", 0) + f.get("splits_outside_top_k", 0)
-        return SPLIT_RATE_HEADROOM * splits / max(1, f.get("positions", 0) + splits)
+        if splits == 0:
+            return 0.0
+        return poisson_upper_bound(splits, SPLIT_RATE_CONFIDENCE) / max(1, f.get("positions", 0) + splits)
 
     def splits_allowed(self, positions: int) -> int:
         """Tolerated splits in one answer of `positions` tokens: as many as
         one calibration answer showed (max_splits), or, in an answer longer
-        than the calibration's, its split rate times its length."""
+        than the calibration's, up to its split rate times its length."""
         if self.split_margin_nats == 0:
             return 0
+        f = self.figures
+        calibration_answer = (f.get("positions", 0) + f.get("splits", 0)) / max(1, f.get("pairs", 0))
+        if not f.get("pairs") or positions <= calibration_answer:
+            return self.max_splits
         return max(self.max_splits, math.ceil(self.split_rate * positions))
 
     def logprob_tolerance(self, logprob: float) -> float:
