@@ -175,7 +175,6 @@ def test_an_answer_longer_than_the_calibrations_may_split_at_the_measured_rate()
     assert measured.split_rate == pytest.approx(0.0828, abs=1e-4)
     assert measured.splits_allowed(20) == 1 and measured.splits_allowed(40) == 4
 
-
     def answers(n_splits: int, n: int = 40):  # the right side splits every 8th position, followed or not
         split = lambda i: i % 8 == 0 and i // 8 < n_splits  # noqa: E731
         left = Out([7] * n, [lp((7, -1.0), (8, -1.01))] * n)
