@@ -1,7 +1,6 @@
 """Calibration on the real engine: over the noisy-engine fault it writes the
 profile of that host kind, calibrated on the pinned release (never on the
-candidate the run names), and the checks on that engine then pass; before
-it, they fail naming the host kinds that do have a profile."""
+candidate the run names), and the checks on that engine then pass."""
 from __future__ import annotations
 
 import os
@@ -35,21 +34,22 @@ def candidate(tmp_path) -> tuple[Path, Path]:
     return python.parent.parent, called
 
 
+def checks(records: dict) -> list:
+    """The run's check records (its engines have records of their own)."""
+    return [r for name, r in records.items() if name.startswith("test_")]
+
+
 def test_calibration_over_the_noisy_engine_makes_the_profile_its_checks_pass_by(tmp_path, candidate, monkeypatch):
     profiles = tmp_path / "noise-profiles.toml"
     monkeypatch.setenv("MMHARNESS_NOISE_PROFILES", str(profiles))
     venv, started = candidate
 
-    before, _ = run_scenarios("test_ragged_audio.py", tmp_path / "before", "--model", MODEL,
-                              "-k", CHECK, f"--engine-noise={NOISE}")
-    [rec] = before.values()
-    assert (rec.verdict, rec.cause) == ("fail", "harness: no noise profile for this host kind"), rec.message
-    assert f"+noise@{NOISE:g}" in rec.message and "never used here" in rec.message and "make calibrate" in rec.message
-
     done = subprocess.run([sys.executable, "-m", "harness", "calibrate", "--missing", "--engine-noise", str(NOISE),
                            "--engine-python", str(venv), *SELECTION],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800, env=os.environ)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The premise: this host kind had no profile for the check (what the
+    # check says then is tests/test_check_vocabulary.py's).
     assert f"lacks 1 noise profile(s) the selected checks need: calibrating {MODEL} (same-stack)" in done.stdout
     [profile] = load_profiles(profiles)
     assert (profile.model, profile.path) == (MODEL, "same-stack") and profile.host.endswith(f"+noise@{NOISE:g}")
@@ -63,7 +63,7 @@ def test_calibration_over_the_noisy_engine_makes_the_profile_its_checks_pass_by(
 
     after, _ = run_scenarios("test_ragged_audio.py", tmp_path / "after", "--model", MODEL,
                              "-k", CHECK, f"--engine-noise={NOISE}")
-    [rec] = after.values()
+    [rec] = checks(after)
     assert rec.verdict == "pass", rec.message
     judged = rec.evidence["noise_profiles"]["same-stack"]
     assert judged["judged_on"] == profile.host and judged["self_calibrated"]

@@ -20,6 +20,13 @@ VIDEO = (6, 176, 144)
 TEXTS = ("Name four rivers and the seas they reach.",
          "Why does a kettle whistle?",
          "Write two lines about a lighthouse.")
+# The 4-bit path is text only: more prompts, so its split rate rests on more
+# positions than three answers give.
+FOUR_BIT_TEXTS = TEXTS + ("How is paper made from wood?",
+                          "Describe a busy market at dawn.",
+                          "What makes dough rise?",
+                          "Explain a lunar eclipse to a child.",
+                          "List three uses of copper.")
 PROMPTS = {"audio": "Say what this recording holds.", "image": "What is in this picture?",
            "video": "Describe this clip.", "images": "Compare these pictures."}
 
@@ -58,6 +65,11 @@ def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1) -> l
 def workload(name: str, modalities, image_limit: int = 1) -> Workload:
     reqs = requests(modalities, image_limit)
     return Workload(f"calibration-{name}", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})
+
+
+def four_bit_texts() -> Workload:
+    reqs = [Request(f"text{i}", user(text), {"chars": len(text)}) for i, text in enumerate(FOUR_BIT_TEXTS)]
+    return Workload("calibration-4bit", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})
 
 
 def images(image_limit: int) -> Workload:
