@@ -138,7 +138,7 @@ def _profile(entry, path: str, outcome: Outcome, release: str, b: Bounds | None)
         b.logprob_steps if b else 0.0, b.split_margin_nats if b else 0.0, b.max_splits if b else 0,
         calibrated_with=release, top_k=b.top_k if b else TOP_K,
         measured=(f"python -m harness calibrate: {f.pairs} answer pairs of the calibration's own workloads "
-                  f"x {procedures.SAMPLING.max_tokens} tokens, {dt.date.today().isoformat()}, {machine()}"),
+                  f"x {procedures.sampling(path).max_tokens} tokens, {dt.date.today().isoformat()}, {machine()}"),
         figures=f.to_dict(), note=notes if b else "",
         refused=(outcome.refused + (f" [{notes}]" if notes else "")) if not b else "")
 

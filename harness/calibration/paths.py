@@ -36,6 +36,7 @@ from harness.calibration import workloads
 SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
 # The 4-bit check's answers are 32 tokens: its splits add up over them.
 FOUR_BIT_SAMPLING = Sampling(max_tokens=32, ignore_eos=True, logprobs=5)
+FOUR_BIT_PATHS = ("w4a16", "w4a8")
 PLAIN = "calibration"
 LORA_FAMILY = "test_vision_lora"
 CHUNKS = (1, 2, 3)
@@ -160,6 +161,10 @@ def four_bit(bench: Bench) -> list[Pair]:
 PROCEDURES: dict[str, Callable[[Bench], list[Pair]]] = {
     "same-stack": same_stack, "chunked-vs-unchunked": chunked, "tp": tensor_parallel,
     "hf-vs-vllm": hf_vs_vllm, "w4a16": four_bit, "w4a8": four_bit}
+
+
+def sampling(path: str) -> Sampling:
+    return FOUR_BIT_SAMPLING if path in FOUR_BIT_PATHS else SAMPLING
 
 
 def run_path(bench: Bench, path: str) -> list[Pair]:
