@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from harness.checks.verdicts import Verdict
+from harness.report.fold import Fold, fold
 from harness.report.format import engine_label, first_line, flaky_text, relative_path
 from harness.results.history import FlakyCount
 from harness.results.record import CheckRecord
@@ -103,14 +104,16 @@ def _gpus(gpus: list[dict[str, Any]]) -> str:
                      if "name" in g else str(g.get("error", g)) for g in gpus)
 
 
-def cause_groups(records: list[CheckRecord]) -> list[tuple[str, list[CheckRecord]]]:
-    """Failures and known issues by the cause's head; causes with new
+def cause_groups(records: list[CheckRecord]) -> list[tuple[str, int, list[Fold]]]:
+    """Failures and known issues by the cause's head, with how many and
+    those that say one thing folded (harness.report.fold); causes with new
     failures first, known issues last."""
     groups: dict[str, list[CheckRecord]] = defaultdict(list)
     for record in records:
         if record.is_failure or record.verdict == Verdict.KNOWN_ISSUE.value:
             groups[(record.cause or "unknown").split(":", 1)[0].strip()].append(record)
-    return sorted(groups.items(), key=lambda g: (-sum(r.is_failure for r in g[1]), g[0]))
+    ordered = sorted(groups.items(), key=lambda g: (-sum(r.is_failure for r in g[1]), g[0]))
+    return [(cause, len(members), fold(members)) for cause, members in ordered]
 
 
 def flaky_views(records: list[CheckRecord], counts: dict[str, FlakyCount]) -> list[dict[str, Any]]:
