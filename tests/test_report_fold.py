@@ -48,6 +48,8 @@ def test_normalized_drops_the_input_positions_tokens_and_numbers():
     assert normalized("positions [3, 17, 40] of 64") == normalized("positions [5] of 32") == "positions […] of N"
     # Digits inside a word are its name, not a number.
     assert normalized("tiny-gemma4 at 0x7f3a") == "tiny-gemma4 at N"
+    # A version names the engine; a full stop ends the sentence.
+    assert normalized("vllm 0.32.0 said 1.") == "vllm 0.32.0 said N."
 
 
 def test_fold_keeps_apart_what_differs_in_verdict_cause_or_message():

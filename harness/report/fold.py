@@ -18,9 +18,10 @@ from harness.results.record import CheckRecord
 
 # "input 3-image@tower (reloaded): ..." names the request, not the fault.
 INPUT = re.compile(r"\binput [^:]+:")
-# A number standing alone (not the digits of a name such as tiny-gemma4),
-# hexadecimal addresses included.
-NUMBER = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?![\w.])")
+# A number standing alone, hexadecimal addresses included: not the digits
+# of a name (tiny-gemma4) nor a version (0.32.0); a sentence's full stop
+# after it is no part of it.
+NUMBER = re.compile(r"(?<!\w)(?<!\d\.)(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?!\w|\.\d)")
 # A list of numbers, however long: [3, 17, 40] and [5] alike.
 NUMBERS = re.compile(r"\[N(?:, N)*\]")
 
