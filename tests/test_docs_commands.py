@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness.memory.nvml import nvml_unavailable_reason
-from tests.doc_pages import doc_commands
+from tests.doc_pages import doc_commands, pages
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = (ROOT / "docs" / "nightly.md").read_text()
@@ -93,11 +93,12 @@ def test_the_gpu_check_the_readme_names_runs_and_says_why_each_check_skips():
     assert re.search(r"\d+ skipped in", done.stdout) and "NVML unavailable" in done.stdout
 
 
-def test_every_python_command_of_the_readme_names_the_venvs_interpreter():
+def test_every_python_command_of_the_readme_and_docs_names_the_venvs_interpreter():
     """The system python has none of the harness's packages: `python -m
     fixtures...` fails there, `.venv/bin/python -m fixtures...` works."""
-    bare = [m.group(0) for m in re.finditer(r"(?<![\w./-])python3?(?:\.\d+)? -m \S+", README)]
-    assert bare == []
+    for page in pages():
+        bare = [m.group(0) for m in re.finditer(r"(?<![\w./-])python3?(?:\.\d+)? -m \S+", page.read_text())]
+        assert bare == [], page.name
 
 
 def test_the_readmes_list_the_checks_command_lists_them_and_runs_nothing(tmp_path):
