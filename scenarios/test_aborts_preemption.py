@@ -35,12 +35,10 @@ SAMPLING = Sampling(max_tokens=128, ignore_eos=True, logprobs=5)
 # leaving reaches it, however busy the machine.
 LEAVING = Sampling(max_tokens=280, ignore_eos=True)
 # Rounds of leaving clients sent at most. The tiny engine runs a leaver's
-# 280 tokens in about half a second (2026-12-04); a client in a harness
-# thread, starved of its GIL, left after the end in half the rounds, and
-# once both did. Each leaving client now runs in a process of its own
-# (harness.engines.leaving: 6 of 6 aborted in time over three runs alone);
-# a round that still aborted nothing holding blocks, on a busier machine,
-# is sent again.
+# 280 tokens in about half a second; a client in a harness thread, starved
+# of its GIL, left after the end in half the rounds. Each leaving client
+# runs in a process of its own (harness.engines.leaving), and a round that
+# still aborted nothing holding blocks, on a busier machine, is sent again.
 ABANDON_ROUNDS = 3
 
 

@@ -14,7 +14,7 @@ def pytest_configure(config):
     Left to vLLM's default, an engine binds its compute threads to the first
     core and keeps the next for its front end, so two workers' engines
     shared one core: two concurrent runs of test_engines_offline.py took
-    106 s so and 87 s bound one core each (2-core EPYC, 2026-12-03). A TP
+    about a fifth longer so than bound one core each. A TP
     size above 1 gets its own binding from the runner (placement)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw") and BIND_ENV not in os.environ:

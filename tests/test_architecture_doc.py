@@ -69,11 +69,35 @@ def test_every_hook_is_in_the_table_with_its_kind():
                    for p in inspect.signature(spec).parameters.values()), f"{name} is not typed"
 
 
+NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+                "eleven", "twelve", "thirteen", "fourteen", "fifteen"]
+
+
+def ways_to_run() -> set[str]:
+    """The Runner's ways to run a workload, read from the code: its public
+    methods that take a workload and its sampling (`soak_run` and
+    `wave_run` only cut a soak's result into runs)."""
+    return {n for n in public_methods(Runner) if "sampling" in inspect.signature(getattr(Runner, n)).parameters}
+
+
 def test_every_way_to_run_is_in_the_runner_table():
     listed = {n for row in table_after("The runner") for n in names(row[0])}
-    ways = {"batch", "each_alone", "concurrent", "one", "soak", "rounds", "abandoning", "hf_reference",
-            "dequantized_reference"}
-    assert listed == ways and ways <= public_methods(Runner)
+    assert listed == ways_to_run()
+
+
+def test_the_pages_count_of_the_ways_is_the_codes():
+    said = re.findall(r"\bthe (\w+) ways\b", PAGE)
+    assert said, "the page no longer counts the ways: drop this test"
+    assert set(said) == {NUMBER_WORDS[len(ways_to_run())]}, said
+
+
+def test_the_page_names_the_module_that_sends_the_teardown_records():
+    """The teardown records go out where `teardown_record` is called."""
+    senders = {path.relative_to(ROOT / "harness").as_posix() for path in (ROOT / "harness").rglob("*.py")
+               if re.search(r"\bteardown_record\(", path.read_text()) and path.name != "teardown.py"}
+    assert senders == {"plugins/engines.py"}, senders
+    sentence = PAGE[PAGE.index("`engine_teardown` record per") - 400:PAGE.index("`engine_teardown` record per")]
+    assert all(f"`{s}`" in sentence for s in senders), sentence
 
 
 def test_every_check_method_is_in_the_vocabulary_table():

@@ -10,7 +10,7 @@ refuses at start-up, it must give no answer naming that error and what to
 try, or name the bug's crash: never a version whose bad end only failed to
 start. It installs both releases' venvs on first use (.cache/engine-venvs,
 two to five minutes each) and then takes about five minutes for both
-(281 s on 2026-12-05, a 2-core Intel Xeon with AMX, beside other engine jobs).
+(docs/measurements.md).
 `make test` leaves it out: CI's time is too short for installs, and the
 stubbed search, command and install tests cover the rest of the path.
 """

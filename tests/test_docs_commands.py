@@ -2,9 +2,13 @@
 pipelines parse as YAML, and the run each shard step gives is one pytest
 accepts (collected on the GPU tier, with the GPU count and the engine's
 interpreter filled in as the machine would); the README's shard, merge and
-list-the-checks commands are the ones the harness takes."""
+list-the-checks commands are the ones the harness takes; and every command
+the README and docs/ show works: run where that is quick on the CPU, else
+checked with `make -n`, `--collect-only` or `--help`."""
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shlex
 import subprocess
@@ -15,6 +19,7 @@ import pytest
 import yaml
 
 from harness.memory.nvml import nvml_unavailable_reason
+from tests.doc_pages import doc_commands, pages
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = (ROOT / "docs" / "nightly.md").read_text()
@@ -88,11 +93,12 @@ def test_the_gpu_check_the_readme_names_runs_and_says_why_each_check_skips():
     assert re.search(r"\d+ skipped in", done.stdout) and "NVML unavailable" in done.stdout
 
 
-def test_every_python_command_of_the_readme_names_the_venvs_interpreter():
+def test_every_python_command_of_the_readme_and_docs_names_the_venvs_interpreter():
     """The system python has none of the harness's packages: `python -m
     fixtures...` fails there, `.venv/bin/python -m fixtures...` works."""
-    bare = [m.group(0) for m in re.finditer(r"(?<![\w./-])python3?(?:\.\d+)? -m \S+", README)]
-    assert bare == []
+    for page in pages():
+        bare = [m.group(0) for m in re.finditer(r"(?<![\w./-])python3?(?:\.\d+)? -m \S+", page.read_text())]
+        assert bare == [], page.name
 
 
 def test_the_readmes_list_the_checks_command_lists_them_and_runs_nothing(tmp_path):
@@ -103,3 +109,129 @@ def test_the_readmes_list_the_checks_command_lists_them_and_runs_nothing(tmp_pat
     listed = [line for line in done.stdout.splitlines() if "::" in line]
     assert listed == (ROOT / "tests" / "data" / "scenario_check_ids_cpu.txt").read_text().splitlines()
     assert not (tmp_path / "run").exists()
+
+
+# --- every command the README and the docs show ------------------------------------
+
+PLACEHOLDERS = ("…", "...")
+# What the interpreter runs: checked by walking its --help to the subcommand.
+CLI_MODULES = ("harness", "fixtures.tiny_models", "fixtures.adapters")
+
+
+def _words(command: str) -> list[str]:
+    """The command's words: its VAR=value prefix, optional `[...]` groups and
+    placeholders left out, a trailing `&` too."""
+    text = re.sub(r"\s\[[^\]]*\]", "", command).removesuffix("&")
+    words = shlex.split(text)
+    while words and re.fullmatch(r"[A-Z][A-Z0-9_]*=.*", words[0]):
+        words.pop(0)
+    return [w for w in words if w not in PLACEHOLDERS]
+
+
+def _is_synopsis(command: str) -> bool:
+    return any(p in command for p in PLACEHOLDERS) or " [" in command
+
+
+def _run(argv: list[str], timeout: int = 180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _help_of(module: str, words: list[str]) -> tuple[str, list[str]]:
+    """The help text of the deepest subcommand `words` name, walking each
+    level's `{a,b,...}` choices; and the alternatives (`diff|merge`) taken."""
+    path, help_text = [], ""
+    for word in [None, *words]:
+        if word is not None:
+            choices = re.search(r"\{([\w,-]+)\}", help_text)
+            alternatives = word.split("|")
+            if not choices or not set(alternatives) <= set(choices.group(1).split(",")):
+                break
+            path.append(alternatives)
+        done = _run([sys.executable, "-m", module, *[a[0] for a in path], "--help"], timeout=60)
+        assert done.returncode == 0, (module, path, done.stderr[-1500:])
+        help_text = done.stdout
+    for alternatives in path:  # every alternative of a|b|c has a help of its own
+        for other in alternatives[1:]:
+            done = _run([sys.executable, "-m", module, *[a[0] for a in path if a is not alternatives], other,
+                         "--help"], timeout=60)
+            assert done.returncode == 0, (module, other, done.stderr[-1500:])
+    return help_text, [a[0] for a in path]
+
+
+def _options(words: list[str]) -> set[str]:
+    return {w.split("=", 1)[0] for w in words if w.startswith("--")}
+
+
+def _check_make(words: list[str]) -> None:
+    done = _run(["make", "-n", *words[1:]])
+    assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+
+
+def _check_pytest(words: list[str], synopsis: bool, tmp_path: Path) -> None:
+    args = words[words.index("pytest") + 1:]
+    if "--help" in args or synopsis or any(p in " ".join(args) for p in PLACEHOLDERS):
+        # The options of the folder it names (scenarios/conftest.py adds its own).
+        folders = [a.split("::")[0].split("/")[0] for a in args if not a.startswith("-")][:1]
+        done = _run([sys.executable, "-m", "pytest", *folders, "--help"])
+        assert done.returncode == 0, done.stderr[-1500:]
+        assert _options(args) <= set(re.findall(r"--[\w-]+", done.stdout)), args
+        return
+    argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
+    argv += [flag for flag in ("--collect-only", "-q") if flag not in args]
+    if args[0].startswith("scenarios"):
+        argv += ["--results-dir", str(tmp_path / "run")]
+    done = _run(argv)
+    assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+    assert "::" in done.stdout
+
+
+def _check_module(module: str, words: list[str]) -> None:
+    rest = words[words.index(module) + 1:]
+    if module in CLI_MODULES:
+        help_text, _ = _help_of(module, rest)
+        assert _options(rest) <= set(re.findall(r"--[\w-]+", help_text)), (rest, help_text[-1500:])
+        return
+    # Another package's entry point (vLLM's server): present in the venv,
+    # not started (that is an engine, minutes).
+    top, _, sub = module.partition(".")
+    spec = importlib.util.find_spec(top)
+    assert spec is not None and spec.submodule_search_locations, f"{top} is not installed"
+    base = Path(list(spec.submodule_search_locations)[0]) / Path(*sub.split("."))
+    assert base.with_suffix(".py").is_file() or (base / "__main__.py").is_file(), module
+
+
+def check_command(command: str, tmp_path: Path) -> None:
+    """Run the command where that is quick and needs nothing the CPU lacks;
+    else check what it names: `make -n` for a make target, `--collect-only`
+    for a pytest selection, `--help` (its options included) for the CLIs."""
+    words, synopsis = _words(command), _is_synopsis(command)
+    if words[0] == "make":
+        _check_make(words)
+    elif words[0] == "pytest" or words[1:3] == ["-m", "pytest"]:
+        _check_pytest(words, synopsis, tmp_path)
+    elif words[0] == ".venv/bin/python" and words[1] == "-m":
+        _check_module(words[2], words)
+    elif words[0] == "tests/gpu/check":
+        assert os.access(ROOT / words[0], os.X_OK)
+    else:
+        raise AssertionError(f"a command the docs test cannot check yet: {command}")
+
+
+@pytest.mark.parametrize(("page", "command"), doc_commands(), ids=lambda v: v[:80])
+def test_every_command_of_the_readme_and_the_docs_works(page, command, tmp_path):
+    check_command(command, tmp_path)
+
+
+def test_the_docs_show_the_commands_a_user_needs():
+    commands = {command for _, command in doc_commands()}
+    assert {"make run", "make test"} <= commands
+    assert any("--engine-python" in c for c in commands) and any("--engine-url" in c for c in commands)
+
+
+@pytest.mark.parametrize("wrong", ["make runn", ".venv/bin/python -m harness report merge --no-such-option x",
+                                   ".venv/bin/python -m pytest scenarios --no-such-option",
+                                   ".venv/bin/python -m vllm.no_such_module", "curl http://example.com"])
+def test_a_wrong_command_fails_its_check(wrong, tmp_path):
+    with pytest.raises(AssertionError):
+        check_command(wrong, tmp_path)

@@ -126,7 +126,7 @@ def test_ragged_audio_runs_with_no_harness_error(plain, tmp_path):
     assert harness_errors == []
     assert {r.model for r in checks} == set(MODELS)
     # The venv's engine served every check it started for (one that never started names no version:
-    # 0.25.0-0.28.0 with the transformers they resolve today, see the README).
+    # 0.25.0-0.28.0 with the transformers they resolve today, see docs/releases.md).
     version = plain.identity["version"]
     assert {r.engine_version for r in checks if r.cause != "startup-failed"} <= {version}
     assert {r.engine_version for r in checks} <= {version, None}

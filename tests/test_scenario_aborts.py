@@ -47,7 +47,7 @@ def test_a_resumed_request_that_repeats_a_token_fails_with_mismatch(faulted):
 @fault_test
 def test_an_aborted_request_that_keeps_its_blocks_is_a_leak(faulted):
     """The fault acts on an abort of a request holding KV blocks. The
-    leaving clients watch the engine so that they abort (see the README);
+    leaving clients watch the engine so that they abort (see docs/families/aborts-preemption.md);
     should none still abort in time, the fault had nothing to act on, the
     abort premise says so, and this test skips, naming it."""
     records, out = faulted

@@ -52,7 +52,7 @@ class AsOf:
     for `now`, the UTC day it was resolved on."""
     cutoff: str | None
     basis: str              # "release", "given" or "now"
-    day: str | None = None  # `now` only: 2026-12-05
+    day: str | None = None  # `now` only: its UTC day, YYYY-MM-DD
 
     @property
     def label(self) -> str:

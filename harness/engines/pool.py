@@ -59,12 +59,10 @@ from harness.memory.watch import MemoryWatch
 KINDS = ("offline", "server", "remote")
 # vLLM's wait for its workers to exit before it terminates them (default 5 s;
 # a tree that exits sooner is not waited for), for every TP engine on the CPU
-# tier; under RETIRE_GRACE_S. Beside another worker's engine, ranks outlasted
-# 5 s and left their /dev/shm segments behind, twice in four `make run`s; and
-# a pool cannot see every engine beside it: `make test` left a 240 MiB
-# segment in about one run of two, both times traced while a test's own run
-# of the vision LoRA family (TP 1/2/4) went on beside the other worker
-# (2026-12-04).
+# tier; under RETIRE_GRACE_S. Beside another worker's engine, ranks outlast
+# 5 s and leave their /dev/shm segments behind, and a pool cannot see every
+# engine beside it (a test's own run of the vision LoRA family, TP 1/2/4,
+# beside the other worker's).
 SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
 TP_SHUTDOWN_GRACE_S = 20
 

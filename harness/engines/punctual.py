@@ -5,9 +5,9 @@ leaves a request mid-stream (harness.engines.leaving) and the core killer
 Why processes: the harness's threads share one GIL, and on the CPU tier the
 engine's spinning OpenMP threads keep a normal-priority thread waiting for
 a core for hundreds of milliseconds. A leaving client in a harness thread
-was seen (2026-12-04, alone on the machine) to read its request's second
-step only after the engine had run all its 280 tokens, in half a second,
-in 3 of 6 rounds: even at real-time priority, it waited for the GIL that
+was seen, alone on the machine, to read its request's second step only
+after the engine had run all its 280 tokens, in half a second, in half
+the rounds: even at real-time priority, it waited for the GIL that
 another harness thread held while waiting for a core. A kill thread that
 polled for a step holding its whole batch missed a 3-second batch in CI,
 beside the batch's six streaming threads. A process of its own has its own

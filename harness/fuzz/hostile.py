@@ -57,8 +57,8 @@ def payloads(kind: str, limits: Limits) -> st.SearchStrategy[dict]:
     else:
         raise ValueError(f"unknown hostile kind {kind!r}; known: {KINDS}")
     # Some cuts leave a valid container (an 8x8 PNG cut at 89.7 % lost only
-    # its end chunk, and PIL read it whole: the fuzzer shrank to it on
-    # 2026-12-04 and called the engine's answer wrong). Never draw those.
+    # its end chunk, and PIL read it whole: the fuzzer shrank to it and
+    # called the engine's answer wrong). Never draw those.
     return st.fixed_dictionaries({**base, **extra}).filter(lambda spec: invalid_because(spec, limits) is not None)
 
 

@@ -22,8 +22,8 @@ with the same cause.
 - Reproducible: the seed drives every draw; the example database (a
   directory) keeps each failure found, as shrunk, and the search replays
   them first, each once and not shrunk again: each shrink candidate of an
-  engine-killing failure costs an engine restart (the truncated-WAV
-  finding took 3 restarts, 160 s, in make run, 2026-12-04). Then the rounds
+  engine-killing failure costs an engine restart, tens of seconds on the
+  CPU tier. Then the rounds
   draw new examples, leaving the database's entries be (hypothesis drops an
   entry that no longer fails, and a known one is passed over there).
 """

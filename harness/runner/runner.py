@@ -180,7 +180,7 @@ class Runner:
             use = EngineUse("hf-transformers", self.use_label(workload, "hf-peft"), self.entry)
             outcomes, models = {}, {}
             # bfloat16, the engines' dtype: 11 of 14 answers token-equal with
-            # vLLM against 3 of 14 in float32 (measured 2026-11-29 at output_norm_gain 16).
+            # vLLM against 3 of 14 in float32 (at output_norm_gain 16).
             for adapter in dict.fromkeys(q.adapter for q in workload.requests):
                 use.engine = models[adapter] = HfReference(self.model, dtype="bfloat16",
                                                            adapter=adapter.path if adapter else None)
