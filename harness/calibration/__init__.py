@@ -77,7 +77,7 @@ def missing(needs: dict[str, list[str]], tier: str, predicted_host: str, isa: li
 
 def actual_path(path: str, isa: list[str]) -> str:
     """A declared 4-bit path is the host's own (W4A8 with AMX)."""
-    return four_bit_path(isa) if path in ("w4a16", "w4a8") else path
+    return four_bit_path(isa) if path in procedures.FOUR_BIT_PATHS else path
 
 
 def calibrate(needs: dict[str, list[str]], *, tier: str, kernels: str, noise: float, logs_dir: Path,

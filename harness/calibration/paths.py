@@ -160,7 +160,7 @@ def four_bit(bench: Bench) -> list[Pair]:
 
 PROCEDURES: dict[str, Callable[[Bench], list[Pair]]] = {
     "same-stack": same_stack, "chunked-vs-unchunked": chunked, "tp": tensor_parallel,
-    "hf-vs-vllm": hf_vs_vllm, "w4a16": four_bit, "w4a8": four_bit}
+    "hf-vs-vllm": hf_vs_vllm, **dict.fromkeys(FOUR_BIT_PATHS, four_bit)}
 
 
 def sampling(path: str) -> Sampling:

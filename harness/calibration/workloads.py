@@ -58,18 +58,24 @@ def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1) -> l
                                                                                    seed=SEED + 30)),
                                                      PROMPTS["video"]), {"frames": frames}))
     if "text" in modalities:
-        reqs += [Request(f"text{i}", user(text), {"chars": len(text)}) for i, text in enumerate(TEXTS)]
+        reqs += _texts(TEXTS)
     return reqs
 
 
-def workload(name: str, modalities, image_limit: int = 1) -> Workload:
-    reqs = requests(modalities, image_limit)
+def _texts(texts: tuple[str, ...]) -> list[Request]:
+    return [Request(f"text{i}", user(text), {"chars": len(text)}) for i, text in enumerate(texts)]
+
+
+def _workload(name: str, reqs: list[Request]) -> Workload:
     return Workload(f"calibration-{name}", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})
 
 
+def workload(name: str, modalities, image_limit: int = 1) -> Workload:
+    return _workload(name, requests(modalities, image_limit))
+
+
 def four_bit_texts() -> Workload:
-    reqs = [Request(f"text{i}", user(text), {"chars": len(text)}) for i, text in enumerate(FOUR_BIT_TEXTS)]
-    return Workload("calibration-4bit", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})
+    return _workload("4bit", _texts(FOUR_BIT_TEXTS))
 
 
 def images(image_limit: int) -> Workload:

@@ -120,11 +120,14 @@ class NoiseProfile:
         """The share of positions that may split: the largest rate whose
         Poisson count would show the calibration's splits or fewer with
         probability 1 - SPLIT_RATE_CONFIDENCE."""
-        f = self.figures
-        splits = f.get("splits", 0) + f.get("splits_outside_top_k", 0)
+        splits = self._calibration_splits
         if splits == 0:
             return 0.0
-        return poisson_upper_bound(splits, SPLIT_RATE_CONFIDENCE) / max(1, f.get("positions", 0) + splits)
+        return poisson_upper_bound(splits, SPLIT_RATE_CONFIDENCE) / max(1, self.figures.get("positions", 0) + splits)
+
+    @property
+    def _calibration_splits(self) -> int:
+        return self.figures.get("splits", 0) + self.figures.get("splits_outside_top_k", 0)
 
     def splits_allowed(self, positions: int) -> int:
         """Tolerated splits in one answer of `positions` tokens: as many as
@@ -132,9 +135,8 @@ class NoiseProfile:
         than the calibration's, up to its split rate times its length."""
         if self.split_margin_nats == 0:
             return 0
-        f = self.figures
-        calibration_answer = (f.get("positions", 0) + f.get("splits", 0)) / max(1, f.get("pairs", 0))
-        if not f.get("pairs") or positions <= calibration_answer:
+        pairs = self.figures.get("pairs", 0)
+        if not pairs or positions <= (self.figures.get("positions", 0) + self._calibration_splits) / pairs:
             return self.max_splits
         return max(self.max_splits, math.ceil(self.split_rate * positions))
 
