@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 _ENV = r"(?:[A-Z][A-Z0-9_]*=\S*\s+)*"
 _PROGRAM = r"(?:make\s+\w|\.venv/bin/python\s+-m\s|tests/gpu/check\b|pytest\s)"
 COMMAND_START = re.compile(rf"^(?:\$\s+)?{_ENV}{_PROGRAM}")
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+# A fenced code block: its language and its body.
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
 def pages() -> list[Path]:
@@ -42,10 +43,10 @@ def commands_in(text: str) -> list[str]:
     line of a transcript), each indented code block's line, and each inline
     code span, that starts as a command does."""
     found = []
-    for lang, body in _FENCE.findall(text):
+    for lang, body in FENCE.findall(text):
         if lang in ("", "sh", "bash", "console", "shell"):
             found += [_uncommented(line) for line in _joined(body.splitlines())]
-    outside = _FENCE.sub("", text)
+    outside = FENCE.sub("", text)
     for block in re.findall(r"(?:^|\n)\n((?:    \S.*\n)+)", outside):
         found += [_uncommented(line) for line in _joined(block.splitlines())]
     # An inline span may wrap onto the next line, never across a paragraph.

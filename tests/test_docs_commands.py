@@ -7,6 +7,7 @@ the README and docs/ show works: run where that is quick on the CPU, else
 checked with `make -n`, `--collect-only` or `--help`."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -137,6 +138,15 @@ def _run(argv: list[str], timeout: int = 180) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@functools.lru_cache(maxsize=None)
+def _help(*argv: str) -> str:
+    """The command's --help, run once however many commands of the docs
+    name it."""
+    done = _run([*argv, "--help"], timeout=60)
+    assert done.returncode == 0, (argv, done.stderr[-1500:])
+    return done.stdout
+
+
 def _help_of(module: str, words: list[str]) -> tuple[str, list[str]]:
     """The help text of the deepest subcommand `words` name, walking each
     level's `{a,b,...}` choices; and the alternatives (`diff|merge`) taken."""
@@ -148,14 +158,10 @@ def _help_of(module: str, words: list[str]) -> tuple[str, list[str]]:
             if not choices or not set(alternatives) <= set(choices.group(1).split(",")):
                 break
             path.append(alternatives)
-        done = _run([sys.executable, "-m", module, *[a[0] for a in path], "--help"], timeout=60)
-        assert done.returncode == 0, (module, path, done.stderr[-1500:])
-        help_text = done.stdout
+        help_text = _help(sys.executable, "-m", module, *[a[0] for a in path])
     for alternatives in path:  # every alternative of a|b|c has a help of its own
         for other in alternatives[1:]:
-            done = _run([sys.executable, "-m", module, *[a[0] for a in path if a is not alternatives], other,
-                         "--help"], timeout=60)
-            assert done.returncode == 0, (module, other, done.stderr[-1500:])
+            _help(sys.executable, "-m", module, *[a[0] for a in path if a is not alternatives], other)
     return help_text, [a[0] for a in path]
 
 
@@ -173,9 +179,7 @@ def _check_pytest(words: list[str], synopsis: bool, tmp_path: Path) -> None:
     if "--help" in args or synopsis or any(p in " ".join(args) for p in PLACEHOLDERS):
         # The options of the folder it names (scenarios/conftest.py adds its own).
         folders = [a.split("::")[0].split("/")[0] for a in args if not a.startswith("-")][:1]
-        done = _run([sys.executable, "-m", "pytest", *folders, "--help"])
-        assert done.returncode == 0, done.stderr[-1500:]
-        assert _options(args) <= set(re.findall(r"--[\w-]+", done.stdout)), args
+        assert _options(args) <= set(re.findall(r"--[\w-]+", _help(sys.executable, "-m", "pytest", *folders))), args
         return
     argv = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     argv += [flag for flag in ("--collect-only", "-q") if flag not in args]

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.doc_pages import ROOT, pages
+from tests.doc_pages import FENCE, ROOT, pages
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|!\[[^\]]*\]\(([^)\s]+)\)")
-_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
 
 def anchors(page: Path) -> set[str]:
@@ -19,7 +18,7 @@ def anchors(page: Path) -> set[str]:
     hyphens dropped, spaces as hyphens; a repeat gets -1, -2, ..."""
     seen: dict[str, int] = {}
     out = set()
-    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*$", _FENCE.sub("", page.read_text(encoding="utf-8")), re.M):
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*$", FENCE.sub("", page.read_text(encoding="utf-8")), re.M):
         slug = re.sub(r"[^\w\- ]", "", heading.lower().replace("`", "")).replace(" ", "-")
         out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
         seen[slug] = seen.get(slug, 0) + 1
@@ -28,7 +27,7 @@ def anchors(page: Path) -> set[str]:
 
 def broken_links(page: Path, text: str) -> list[str]:
     broken = []
-    for match in LINK.finditer(_FENCE.sub("", text)):
+    for match in LINK.finditer(FENCE.sub("", text)):
         target = match.group(1) or match.group(2)
         if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("//"):
             continue  # another site: not this test's to reach
