@@ -3,15 +3,21 @@ the engine core, over N runs each. Not part of `make test`; prints figures.
 
 Goal: time-to-verdict under 2 s, where a plain openai client would wait out
 its 600 s default timeout.
-usage: python benchmarks/bench_engines.py [--runs 5]
+
+--phases: where each start's time went (benchmarks/start_phases.py), the
+median of each phase over the runs, and each process's `import vllm` alone
+in a fresh interpreter, for what the imports of the three processes cost.
+usage: python benchmarks/bench_engines.py [--runs 5] [--phases]
 """
 import argparse
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from _tiny import tiny_gemma4
+from start_phases import PHASES, phases
 
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
@@ -20,10 +26,12 @@ from harness.engines.server import ServerEngine
 from harness.workloads.chat import user
 
 
-def one_run(cls, model, args, interp, log):
-    t0 = time.monotonic()
+def one_run(cls, model, args, interp, log, timings=None):
+    t0, launched = time.monotonic(), time.time()
     eng = cls(model, args, interp, log).start()
     start_s = time.monotonic() - t0
+    if timings is not None:
+        timings.append(phases(log, launched, time.time()))
     results, verdict_s = kill_core_during(eng, [user(f"long {i}") for i in range(4)],
                                           Sampling(max_tokens=1500))
     assert not results[0].ok, "the engine answered although its core was killed"
@@ -31,15 +39,39 @@ def one_run(cls, model, args, interp, log):
     return start_s, verdict_s
 
 
+def import_seconds(interp, module: str) -> float:
+    """`import <module>` alone in a fresh engine interpreter."""
+    t0 = time.monotonic()
+    subprocess.run([str(interp.python), "-c", f"import {module}"], check=True, capture_output=True,
+                   env=interp.env())
+    return time.monotonic() - t0
+
+
+def print_phases(kind: str, timings: list[dict]) -> None:
+    for name in PHASES:
+        values = [t[name] for t in timings]
+        print(f"{kind:8s} {name:22s} median {statistics.median(values):5.0f} s  "
+              f"min {min(values):4.0f}  max {max(values):4.0f}  (log stamps, to the second)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    runs = ap.parse_args().runs
+    ap.add_argument("--phases", action="store_true", help="where each start's time went")
+    opts = ap.parse_args()
+    runs = opts.runs
     interp, entry, model = tiny_gemma4()
+    if opts.phases:
+        for module in ("torch", "vllm", "vllm.v1.engine.core", "vllm.v1.worker.cpu_worker"):
+            seconds = sorted(import_seconds(interp, module) for _ in range(3))
+            print(f"import {module:28s} median {seconds[1]:5.1f} s  (fresh interpreter, n=3)")
     with tempfile.TemporaryDirectory() as tmp:
         for cls in (OfflineEngine, ServerEngine):
-            figures = [one_run(cls, model, entry.engine_args, interp, Path(tmp) / f"{cls.kind}-{i}.log")
+            timings = [] if opts.phases else None
+            figures = [one_run(cls, model, entry.engine_args, interp, Path(tmp) / f"{cls.kind}-{i}.log", timings)
                        for i in range(runs)]
+            if timings:
+                print_phases(cls.kind, timings)
             starts, verdicts = zip(*figures)
             print(f"{cls.kind:8s} start     median {statistics.median(starts):6.1f} s  "
                   f"min {min(starts):6.1f}  max {max(starts):6.1f}  (n={runs})")

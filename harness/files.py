@@ -1,10 +1,12 @@
 """The harness's own text files: a log's tail, JSON lines whose last line
-may be half-written, and a name that is safe in a file name."""
+may be half-written, the TOML files people edit (the model matrix, the
+known issues, the noise profiles), and a name that is safe in a file name."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,28 @@ def log_tail(path: Path, lines: int = 200, *, start: int = 0, max_bytes: int = 5
     if begin > start:
         text = text[1:]
     return text[-lines:]
+
+
+def load_toml(path: Path, error: type[Exception], what: str, *, arrays: tuple[str, ...] | None = None) -> dict:
+    """A TOML file people edit, or `error` naming the file: not there, not
+    readable, not TOML. `arrays`: the only top-level keys it may hold, each
+    an array of tables ([[name]])."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{path}: cannot read {what}: file not found") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read {what}: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise error(f"{path}: not valid TOML: {e}") from None
+    if arrays is not None:
+        tables = " or ".join(f"[[{name}]]" for name in arrays)
+        if unknown := sorted(set(data) - set(arrays)):
+            raise error(f"{path}: unknown top-level keys {unknown}; entries go in {tables} tables")
+        for name in arrays:
+            if not isinstance(data.get(name, []), list):
+                raise error(f"{path}: {name!r} must be an array of tables ([[{name}]])")
+    return data
 
 
 @dataclass

@@ -5,13 +5,13 @@ a typo in the matrix must never turn into a half-run nightly.
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from fixtures.tiny_models.recipes import RECIPES
+from harness.files import load_toml
 from harness.versions import version_in
 from harness.memory.card.profiles import UnknownCard, get_profile
 from harness.soak.settings import SoakSettings, parse as parse_soak
@@ -68,12 +68,7 @@ def tier_settings(tier: str, path: str | Path | None = None) -> TierSettings:
 
 
 def _read(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ModelMatrixError(f"model matrix not found: {path}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ModelMatrixError(f"{path}: not valid TOML: {e}") from None
+    return load_toml(path, ModelMatrixError, "model matrix")
 
 
 @dataclass(frozen=True)

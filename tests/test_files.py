@@ -1,7 +1,14 @@
-"""The harness's one log tail, JSON-lines reader and file-name slug."""
+"""The harness's one log tail, JSON-lines reader, TOML loader and file-name slug."""
 from __future__ import annotations
 
-from harness.files import log_tail, read_json_lines, slug
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.files import load_toml, log_tail, read_json_lines, slug
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_log_tail_reads_from_the_mark_and_drops_the_line_the_byte_limit_cuts(tmp_path):
@@ -32,3 +39,31 @@ def test_slug_keeps_the_end_of_a_scenario_name():
     name = "test_ragged_audio[tiny-gemma4-ragged/1.0 s]"
     assert slug(name) == "test_ragged_audio_tiny-gemma4-ragged_1.0_s_"
     assert slug("x" * 200 + "[clip3]", 10) == "xxx_clip3_"
+
+
+class BadFile(Exception):
+    pass
+
+
+@pytest.mark.parametrize("text, says", [
+    (None, "cannot read the registry: file not found"),
+    ("[[issue]\n", "not valid TOML"),
+    ('[[issues]]\ncheck = "x"\n', "unknown top-level keys ['issues']; entries go in [[issue]] tables"),
+    ('[issue]\ncheck = "x"\n', "'issue' must be an array of tables ([[issue]])"),
+])
+def test_a_toml_file_people_edit_is_refused_naming_the_file_and_why(tmp_path, text, says):
+    path = tmp_path / "registry.toml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(BadFile, match=re.escape(says)) as refused:
+        load_toml(path, BadFile, "the registry", arrays=("issue",))
+    assert str(refused.value).startswith(str(path))
+
+
+def test_every_toml_file_is_read_by_the_one_loader():
+    """The model matrix, the known issues, the noise profiles and the pinned
+    release all go through load_toml: one set of messages for a bad file."""
+    readers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "harness").rglob("*.py")
+                     if "tomllib" in p.read_text(encoding="utf-8"))
+    assert readers == ["harness/files.py"]
+    assert load_toml(ROOT / "pyproject.toml", BadFile, "x")["project"]["name"] == "mmharness"

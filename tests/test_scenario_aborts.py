@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.results.run import load_results
 from tests.scenario_runs import run_scenarios
 from tests.test_mutations import MODEL, fault_test
 
@@ -20,8 +21,9 @@ pytestmark = pytest.mark.engine
 @pytest.fixture(scope="module")
 def faulted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("aborts")
-    return run_scenarios("test_aborts_preemption.py", tmp, "--model", MODEL,
-                         "--inject-faults=resume-repeats-token,abort-keeps-a-block")
+    records, out = run_scenarios("test_aborts_preemption.py", tmp, "--model", MODEL,
+                                 "--inject-faults=resume-repeats-token,abort-keeps-a-block")
+    return records, out, tmp / "run"
 
 
 def _record(records, check):
@@ -33,7 +35,7 @@ def test_a_resumed_request_that_repeats_a_token_fails_with_mismatch(faulted):
     """The first round's comparison, whose premise saw a request preempted
     after it had output tokens (one the fault can drop). The later rounds
     preempt too, but where and when depends on the machine's load."""
-    records, out = faulted
+    records, out, _ = faulted
     premise = _record(records, "preempted_and_resumed")
     assert premise.verdict == "pass", premise.message
     if not any(p["output_tokens"] > 0 for p in premise.evidence["preemption"]["preemptions"]):
@@ -44,13 +46,25 @@ def test_a_resumed_request_that_repeats_a_token_fails_with_mismatch(faulted):
     assert "diverged at position" in rec.message, rec.message
 
 
+@pytest.mark.engine
+def test_the_run_counts_its_engine_starts(faulted):
+    """Every engine the run started is counted, with its seconds, in the
+    results' metadata and in the run's last lines."""
+    records, out, run_dir = faulted
+    run = load_results(run_dir).run
+    engines = [r for r in records.values() if r.family == "engine_teardown"]
+    assert engines and run["engine_starts"]["count"] == len(engines), run.get("engine_starts")
+    assert run["engine_starts"]["seconds"] > 0 and 0 < run["engine_starts"]["share"]
+    assert f"mmharness: {len(engines)} engine starts, " in out.stdout, out.stdout[-2000:]
+
+
 @fault_test
 def test_an_aborted_request_that_keeps_its_blocks_is_a_leak(faulted):
     """The fault acts on an abort of a request holding KV blocks. The
     leaving clients watch the engine so that they abort (see docs/families/aborts-preemption.md);
     should none still abort in time, the fault had nothing to act on, the
     abort premise says so, and this test skips, naming it."""
-    records, out = faulted
+    records, out, _ = faulted
     premise = _record(records, "clients_gone_were_aborted")
     if premise.verdict == "fail" and premise.cause == "premise":
         pytest.skip(f"no request was aborted in this run, so the fault had nothing to keep: {premise.message}")

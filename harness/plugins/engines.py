@@ -36,6 +36,8 @@ from harness.plugins.common import (history_path, is_check, is_controller, model
                                      worker_count, worker_id)
 from harness.results.history import last_durations, read_history
 from harness.results.record import CheckRecord
+from harness.results.starts import append_start
+from harness.results.store import RunLayout
 from harness.runner import Runner
 from harness.runner.check import Check
 from harness.runner.facts import attach_runs
@@ -114,11 +116,14 @@ def engine_pool(pytestconfig, engine_interpreter):
     # core (harness.engines.devices).
     stall_s = pytestconfig.getoption("stall_seconds") or tier_settings(
         engine_interpreter.tier, pytestconfig.getoption("models_file")).stall_s
-    pool = EnginePool(engine_interpreter, run_dir / "engines", stall_s=stall_s,
+    pool = EnginePool(engine_interpreter, RunLayout(run_dir).engines_dir, stall_s=stall_s,
                       ledger=None if state.engine_url else run_ledger(run_dir, engine_interpreter.tier,
                                                                       worker_count(pytestconfig)),
                       log_prefix="" if (worker := worker_id(pytestconfig)) == "main" else f"{worker}-")
     pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)
+    # The share of the run the engine starts took is over every worker's time.
+    pytestconfig.hook.pytest_mmharness_run_metadata(config=pytestconfig,
+                                                    fields={"workers": worker_count(pytestconfig)})
     state.pool = pool
     yield pool
     pool.close_all()
@@ -227,6 +232,15 @@ def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:
     state.pool.retire(handles)
     for spec in {h.spec.key: h.spec for h in handles if h.spec is not None}.values():
         state.pool.start_ahead(spec, label=f"{item.name} (rerun)")
+
+
+def pytest_mmharness_engine_start(config: pytest.Config, start) -> None:
+    """Each start that ended, counted in the run (harness.results.starts)."""
+    if start.seconds is not None:
+        layout = RunLayout(Path(config.hook.pytest_mmharness_run_dir(config=config)))
+        append_start(layout.engine_starts, {"worker": worker_id(config), "kind": start.kind, "name": start.name,
+                                            "log": start.log.name, "seconds": round(start.seconds, 2),
+                                            "outcome": start.outcome, "ahead": start.ahead})
 
 
 # --- a check's runs onto its record ----------------------------------------

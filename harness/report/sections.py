@@ -11,6 +11,7 @@ from harness.report.fold import Fold, fold
 from harness.report.format import engine_label, first_line, flaky_text, relative_path
 from harness.results.history import FlakyCount
 from harness.results.record import CheckRecord
+from harness.results.starts import starts_line
 from harness.units import GiB
 
 # Run fields the metadata table shows under its own labels (or not at all).
@@ -18,7 +19,7 @@ SHOWN_RUN_FIELDS = {"engine", "engine_version", "torch", "device", "tier", "star
                     "command", "harness_git_sha", "harness_git_dirty", "python", "harness_torch",
                     "gpus", "cpu_model", "platform", "run_id", "pytest_exit_status",
                     "complete", "incomplete_reason", "shard", "shards", "cpu", "isa", "engine_kernels",
-                    "engine_kernel_level", "engine_isa"}
+                    "engine_kernel_level", "engine_isa", "engine_starts", "workers"}
 # The CPU's identity fields after its name, in the order /proc/cpuinfo has them.
 CPU_IDS = ("vendor", "family", "model", "stepping")
 
@@ -40,12 +41,19 @@ def metadata_rows(run: dict[str, Any]) -> list[tuple[str, Any]]:
         ("ISA", feature_list(run.get("isa"))),
         ("engine kernels", _kernels(run)),
         ("platform", run.get("platform")),
+        ("engine starts", _starts(run.get("engine_starts"))),
         ("shard", _shard(run.get("shard"))),
         ("shards", _shards(run.get("shards") or [])),
     ]
     # Whatever else the engine fixtures reported, after the usual fields.
     rows += [(key, value) for key, value in run.items() if key not in SHOWN_RUN_FIELDS]
     return [(key, value) for key, value in rows if value not in (None, "", [])]
+
+
+def _starts(summary: Any) -> str | None:
+    """How many engines started, their seconds, and their share of the run."""
+    line = starts_line(summary) if isinstance(summary, dict) else None
+    return line.removeprefix("mmharness: ") if line else None
 
 
 def cpu_label(cpu: Any) -> str | None:

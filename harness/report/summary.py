@@ -8,6 +8,7 @@ from typing import TextIO
 from harness.checks.verdicts import Verdict
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
+from harness.results.starts import starts_line
 
 ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.FLAKY, Verdict.KNOWN_ISSUE, Verdict.UNSUPPORTED, Verdict.SKIP,
          Verdict.PASS)
@@ -38,8 +39,11 @@ def flaky_line(record: CheckRecord) -> str:
 
 
 def summary_lines(results: RunResults, report: Path) -> list[str]:
-    """The last lines of `make run`: the summary, each flaky check, and the report's path."""
-    return [summary_line(results), *map(flaky_line, results.flaky), f"mmharness: report: {report}"]
+    """The last lines of `make run`: the summary, each flaky check, the
+    engine starts, and the report's path."""
+    starts = starts_line(results.run.get("engine_starts"))
+    return [summary_line(results), *map(flaky_line, results.flaky), *([starts] if starts else []),
+            f"mmharness: report: {report}"]
 
 
 def print_run_summary(results: RunResults, report: Path, file: TextIO | None = None) -> None:

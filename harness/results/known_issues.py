@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -28,6 +27,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from harness.checks.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
 from harness.setup.cpu_features import ISA_FEATURES, KERNEL_LIBRARIES
+from harness.files import load_toml
 from harness.versions import version_in
 
 REQUIRED = ("check", "engine_versions", "cause", "link", "reason")
@@ -120,19 +120,7 @@ class KnownIssue:
 
 
 def load_known_issues(path: Path) -> list[KnownIssue]:
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise KnownIssuesError(f"{path}: cannot read the known-issues registry: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise KnownIssuesError(f"{path}: not valid TOML: {exc}") from exc
-    unknown_tables = set(data) - {"issue"}
-    if unknown_tables:
-        raise KnownIssuesError(f"{path}: unknown top-level keys {sorted(unknown_tables)}; "
-                               "entries go in [[issue]] tables")
-    entries = data.get("issue", [])
-    if not isinstance(entries, list):
-        raise KnownIssuesError(f"{path}: 'issue' must be an array of tables ([[issue]])")
+    entries = load_toml(path, KnownIssuesError, "the known-issues registry", arrays=("issue",)).get("issue", [])
     return [_entry(path, number, raw) for number, raw in enumerate(entries, start=1)]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from harness.results.metadata import merge_reported
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
+from harness.results.starts import starts_summary
 from harness.results.store import RunLayout, read_records, write_results_atomic
 
 
@@ -33,10 +34,20 @@ def merge_run(layout: RunLayout, run_metadata: dict[str, Any], *, incomplete: st
     if starts:
         # A killed run never wrote its start: its first record stands in.
         run.setdefault("started", min(starts))
+    engine_starts = starts_summary(layout.engine_starts, run.get("started"), run.get("finished"),
+                                   _most(run.get("workers")))
+    if engine_starts:
+        run["engine_starts"] = engine_starts
 
     results = RunResults(run=run, records=records, problems=problems, path=layout.results_json)
     write_results_atomic(layout.results_json, results.to_json())
     return results
+
+
+def _most(value: Any) -> int:
+    """The workers count the workers reported (several where they disagree: the largest)."""
+    values = value if isinstance(value, list) else [value]
+    return max((v for v in values if isinstance(v, int)), default=1)
 
 
 def _one_per_check(records: list[CheckRecord], problems: list[str]) -> list[CheckRecord]:

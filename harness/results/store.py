@@ -36,6 +36,15 @@ class RunLayout:
     def report_html(self) -> Path:
         return self.run_dir / "report.html"
 
+    @property
+    def engines_dir(self) -> Path:
+        """Each engine's log, and the run's engine starts (harness.results.starts)."""
+        return self.run_dir / "engines"
+
+    @property
+    def engine_starts(self) -> Path:
+        return self.engines_dir / "starts.jsonl"
+
     def records_file(self, worker: str) -> Path:
         return self.records_dir / f"{worker}.jsonl"
 
