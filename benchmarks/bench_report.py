@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.report.html import render_report
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord, record_log_tail

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psutil
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.base import Sampling
 from harness.engines.observations import Observations
 from harness.engines.openai_engine import OpenAIEngine

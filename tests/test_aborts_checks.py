@@ -4,7 +4,7 @@ it judges holds."""
 import pytest
 
 from harness.checks.aborts import check_aborted, check_freed, check_preempted, none_aborted_holding_blocks
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 
 
 def held(free, blocks=12, encoder_free=8192, slots=8192, running=0, waiting=0):

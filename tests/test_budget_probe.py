@@ -9,7 +9,7 @@ import pytest
 
 from harness.checks.budget_probe import (check_encoder_chunk, free_grid, load_gemma4_encoder_chunk, probe_encoder_chunk,
                                          transient_bytes_per_item)
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.memory.card.profiles import PROFILES, GiB
 from harness.units import MiB
 

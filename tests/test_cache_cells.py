@@ -7,7 +7,7 @@ import pytest
 from harness.cache.cells import FULL, PAIRWISE, Cell, uncovered_pairs
 from harness.cache.workload import cache_workload, largest_item_tokens
 from harness.checks.caches import check_cell_caches
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.outcomes import Completion
 
 LABELS = ["image-a:p1", "image-b:p1", "image-a:p2"]

@@ -5,7 +5,7 @@ import pytest
 
 from harness.calibration.measure import CEILINGS, Figures, NotNoise, bounds, measure, walk
 from harness.engines.outcomes import Completion, EngineCrashed, NotForced
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 
 
 def out(tokens, logprobs):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from harness.checks.verdicts import CheckFailure
+from harness.verdicts import CheckFailure
 from harness.engines.control import EngineControl
 from harness.memory.card import chunks
 from harness.memory.card.emulation import card_answer, encoder_scale

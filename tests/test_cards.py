@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.memory.card import (PROFILES, Ballast, BallastError, UnknownCard, after_load_record, check_within_budget,
                                  emulation_unavailable_reason, engine_peak, get_profile, gpu_memory_utilization)
 from harness.memory.card.capacity import DEVICE_ARITHMETIC, PER_PROCESS, EnginePeak

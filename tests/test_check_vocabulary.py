@@ -2,7 +2,7 @@
 premise fails on the fault it is for, and a check keeps the runs it read."""
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.outcomes import Completion
 from harness.report.page_data import caveat
 from harness.results.record import CheckRecord

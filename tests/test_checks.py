@@ -5,7 +5,7 @@ import pytest
 from harness.checks.noise import NoiseProfile
 from harness.checks.requests import (ANSWER, REFUSE, REFUSE_OR_CAP, check_alive, check_completed, check_edge_outcome,
                                      check_invariant, check_power)
-from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
+from harness.verdicts import Cause, CheckFailure, DetailedCause
 from harness.engines.base import Engine
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut
 

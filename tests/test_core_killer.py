@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
 from harness.engines.observations import Observations

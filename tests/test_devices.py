@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 from harness.engines import pool as pool_mod
 from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLeft, run_devices, slot_cores
 from harness.engines.interpreter import EngineInterpreter

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from harness.checks.verdicts import MAX_CAUSE_CHARS, Cause, CheckFailure, DetailedCause
+from harness.verdicts import MAX_CAUSE_CHARS, Cause, CheckFailure, DetailedCause
 from harness.engines.causes import classify, engine_message, root_exception, signal_name
 
 RAGGED_AUDIO = """\

@@ -1,7 +1,7 @@
 """cause_of: the cause each kind of engine result carries into a failure."""
 import pytest
 
-from harness.checks.verdicts import Cause, DetailedCause
+from harness.verdicts import Cause, DetailedCause
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, cause_of
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
+from harness.verdicts import Cause, CheckFailure, DetailedCause
 from harness.engines import offline
 from harness.engines.base import Sampling
 from harness.engines.causes import classify, engine_message

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines import procs
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError, resolve_python
 from harness.engines.offline import OfflineEngine

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
 from harness.engines.offline import OfflineEngine

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines import offline
 from harness.engines.base import Sampling
 from harness.engines.offline import OfflineEngine
@@ -41,7 +41,7 @@ def test_worker_dead_between_requests_is_a_crash_verdict(stub_engine):
 def test_a_hung_engine_fails_the_alive_check_within_its_bound(stub_engine, monkeypatch):
     """The alive check waits ALIVE_TIMEOUT_S, not the request bound (600 s):
     an engine that never answers is a timeout within it, and is given up."""
-    from harness.checks.verdicts import CheckFailure
+    from harness.verdicts import CheckFailure
     from harness.engines import base
 
     monkeypatch.setattr(base, "ALIVE_TIMEOUT_S", 2.0)

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from fixtures import media
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected

@@ -77,7 +77,7 @@ def test_a_run_says_which_check_went_unsupported_after_passing(pytester, monkeyp
     pytester.makeconftest('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "harness.plugins.records", '
                           '"harness.plugins.report"]\n')
     pytester.makepyfile(test_suite=(
-        "import os\nfrom harness.checks.verdicts import Unsupported\n"
+        "import os\nfrom harness.verdicts import Unsupported\n"
         "def test_feature(check_record):\n"
         "    if os.environ.get('GONE'):\n        raise Unsupported('X does not support LoRA yet.')\n"))
     history = pytester.path / "h.jsonl"

@@ -21,7 +21,7 @@ import os
 import pytest
 
 from harness.checks.noise import PATHS, NoiseProfile, four_bit_path, save_profiles
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion
 from harness.engines.pool import EnginePool

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.fuzz.search import search
 from harness.fuzz.space import Limits, canonical
 from harness.fuzz.strategies import batches
@@ -127,7 +127,7 @@ def test_a_failure_known_from_the_database_does_not_end_the_exploration(tmp_path
 
 
 def test_signatures_tell_exceptions_and_statuses_apart():
-    from harness.checks.verdicts import DetailedCause
+    from harness.verdicts import DetailedCause
     from harness.fuzz.search import signature
     crash = CheckFailure(DetailedCause(Cause.PYTHON_EXCEPTION, "IndexError: too many indices (3 > 1)"), "died")
     assert signature(crash) == "python-exception: IndexError"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.base import Sampling
 from harness.engines.faults import fault_env
 from harness.engines.outcomes import Completion

@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. Same-layer imports are allowed.
 LAYERS = [
     ("harness.units", "harness.files", "harness.children", "harness.priority", "harness.versions", "harness.index",
-     "harness.checks.verdicts", "harness.memory.nvml", "harness.memory.timeline", "harness.compat"),
-    ("harness.memory", "harness.results", "harness.setup", "harness.shards", "harness.soak.settings",
-     "harness.soak.latency", "harness.soak.fit", "harness.cache.cells"),
+     "harness.verdicts", "harness.compat"),
+    ("harness.memory", "harness.results", "harness.setup", "harness.shards",
+     # Pure modules of higher folders that the model matrix and the shard plan read.
+     "harness.soak.settings", "harness.soak.latency", "harness.cache.cells"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters",
      "harness.soak", "harness.cache"),
@@ -121,3 +122,39 @@ def test_no_plugin_imports_another_plugin():
              for path in our_modules() for line, target in imports(path)
              if target in plugins and module_name(path) != target]
     assert len(plugins) >= 8 and found == []
+
+
+def package_of(module: str) -> str:
+    """harness.<package> (or the module's top: fixtures, scenarios)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "harness" else parts[0]
+
+
+def package_cycles(paths) -> list[str]:
+    """Pairs of packages that import each other, each import named."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in paths:
+        source = module_name(path)
+        for line, target in imports(path):
+            if package_of(source) != package_of(target):
+                edges.setdefault((package_of(source), package_of(target)), []).append(
+                    f"{path.relative_to(ROOT)}:{line} imports {target}")
+    return [f"{a} <-> {b}: {edges[(a, b)][0]}; {edges[(b, a)][0]}"
+            for a, b in sorted(edges) if a < b and (b, a) in edges]
+
+
+def test_no_two_packages_import_each_other():
+    """Within a layer too: the runner does not import the fuzzer that
+    imports it, nor the engines the checks that import them."""
+    assert package_cycles(our_modules()) == []
+
+
+def test_a_package_cycle_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    for path, text in (("harness/runner/check.py", "from harness.fuzz.search import Search\n"),
+                       ("harness/fuzz/judge.py", "import json\nfrom harness.runner.check import Check\n")):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert package_cycles([tmp_path / "harness/runner/check.py", tmp_path / "harness/fuzz/judge.py"]) == [
+        "harness.fuzz <-> harness.runner: harness/fuzz/judge.py:2 imports harness.runner.check; "
+        "harness/runner/check.py:1 imports harness.fuzz.search"]

@@ -3,7 +3,7 @@ check fails on the fault it is for, with the cause a report groups by."""
 import pytest
 
 from harness.checks.noise import NoiseProfile
-from harness.checks.verdicts import Cause, CheckFailure, Unsupported
+from harness.verdicts import Cause, CheckFailure, Unsupported
 from harness.engines.outcomes import Completion, Rejected
 from harness.engines.parallel import NotHostable, heads_divide, placement
 from harness.lora import effects

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from harness.checks.verdicts import Cause, DetailedCause
+from harness.verdicts import Cause, DetailedCause
 from harness.engines import openai_engine
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected, cause_of

@@ -414,7 +414,7 @@ def test_soak_section_draws_each_process_with_its_fit_and_the_timeslices(tmp_pat
     lines per process with the fit dashed, and the timeslice table; the
     browser renders the page without problems."""
     from harness.checks.soak import check_no_drift, check_no_leak
-    from harness.checks.verdicts import CheckFailure
+    from harness.verdicts import CheckFailure
     from tests.test_soak_checks import SETTINGS, crafted
 
     with pytest.raises(CheckFailure) as leak:

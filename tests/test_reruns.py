@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 
 import pytest
-from harness.checks.verdicts import Cause, CheckFailure, Unsupported
+from harness.verdicts import Cause, CheckFailure, Unsupported
 from harness.runner.run import EngineUse, Run, Sent
 
 TRACE = Path(__file__).with_name("trace.jsonl")
@@ -222,7 +222,7 @@ def test_a_failed_setup_of_a_module_fixture_is_computed_again(pytester):
     pytester.makeconftest(PLUGINS)
     pytester.makepyfile(test_setup='''
 import pytest
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 
 computed = []
 
@@ -273,7 +273,7 @@ def test_a_rerun_cut_short_keeps_the_first_attempts_failure(pytester, monkeypatc
 import os
 import signal
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 
 ATTEMPTS = []
 

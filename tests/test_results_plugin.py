@@ -25,7 +25,7 @@ PLUGINS = ('pytest_plugins = ["harness.plugins.hooks", "harness.plugins.run", "h
 
 SUITE = '''
 import pytest
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 
 
 @pytest.fixture
@@ -388,7 +388,7 @@ def test_run_stopped_by_maxfail_is_incomplete(pytester):
 OTHER_PLUGIN = '''
 import pytest
 from harness.results.record import CheckRecord
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 
 
 def pytest_mmharness_record(record, item):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.results.merge import merge_run
 from harness.results.record import CheckRecord
 from harness.results.run import ResultsError, load_results

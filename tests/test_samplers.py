@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.memory.nvml import Nvml, nvml_unavailable_reason
 from harness.memory.samplers import (ENGINE_RSS, HostSampler, NvmlSampler, Sampler, SamplerResult, SamplerUnavailable,
                                      engine_series, used_series)

@@ -5,7 +5,7 @@ the tier settings refuse what they cannot mean."""
 import pytest
 
 from harness.checks.soak import check_answered, check_goodput, check_no_drift, check_no_leak, sampled_waves
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import LoraAdapter
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected
 from harness.models import tier_settings

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.checks.soak import check_no_leak
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.memory.nvml import Nvml
 from harness.soak import drive as soak_drive
 from harness.soak.drive import gpu_reader, process_gpu

@@ -24,7 +24,7 @@ from fixtures.tiny_models import FLOAT_ARCHS, KNOWN_ARCHS, build_tiny_model, ful
 from fixtures.tiny_models.cache import RECIPE_FILE, recipe_key
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import RefusedProfile, profile_for
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.hosts import host_kind
 from harness.engines.offline import OfflineEngine

@@ -21,7 +21,7 @@ from harness.calibration import paths as procedures
 from harness.calibration.measure import TOP_K, Bounds, Figures, NotNoise, bounds, measure
 from harness.calibration.pinned import pinned_interpreter
 from harness.checks.noise import NoiseProfile, all_profiles, four_bit_path, save_profiles
-from harness.checks.verdicts import CheckFailure
+from harness.verdicts import CheckFailure
 from harness.engines.hosts import host_kind, same_kind
 from harness.engines.pool import EnginePool
 from harness.models import models_for

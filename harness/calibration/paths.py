@@ -22,7 +22,7 @@ from typing import Callable
 
 import pytest
 
-from harness.checks.verdicts import CheckFailure
+from harness.verdicts import CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.outcomes import NotForced
 from harness.engines.parallel import TP_ARG

@@ -8,7 +8,7 @@ back in the pool and every encoder-cache slot can be freed again; blocks
 or slots still held by finished requests are a `leak`."""
 from __future__ import annotations
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 
 
 NAMES = {"kv_blocks": "KV block(s)", "encoder_cache_slots": "encoder-cache slot(s)"}

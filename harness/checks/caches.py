@@ -6,7 +6,7 @@ where it is off. Without this, a cell whose setting silently did not take
 would pass as the setting it claims."""
 from __future__ import annotations
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.outcomes import Result
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.checks.comparators import Comparison, Follow, compare_greedy
 from harness.checks.noise import NoiseProfile
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import Engine
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected, RequestTimedOut, Result, cause_of
 

@@ -6,7 +6,7 @@ raises CheckFailure with its cause and returns what goes in the record."""
 from __future__ import annotations
 
 from harness.checks.requests import check_completed
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.outcomes import Completion
 from harness.soak.drive import Soak
 from harness.soak.fit import TooFewPoints, growth, theil_sen

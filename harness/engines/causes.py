@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import signal as _signal
 
-from harness.checks.verdicts import AnyCause, Cause, DetailedCause
+from harness.verdicts import AnyCause, Cause, DetailedCause
 
 OOM_PATTERNS = (
     "OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory",

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import openai
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.base import Adapters, Engine, LoraAdapter, Sampling, per_conversation
 from harness.engines.leaving import leave_in_own_process
 from harness.engines.outcomes import (ABANDONED, Completion, EngineCrashed, NotForced, Rejected, RequestTimedOut,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from harness.checks.verdicts import AnyCause, Cause
+from harness.verdicts import AnyCause, Cause
 
 # A Completion's finish reason when its client went away before the end
 # (OpenAIEngine.chat_abandoning), without reading its tokens.

@@ -7,7 +7,7 @@ import os
 import time
 import urllib.request
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.openai_engine import OpenAIEngine
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.outcomes import EngineCrashed
 
 MEMORY_NOT_FREE = ("free memory on device", "on startup is less than")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from packaging.utils import canonicalize_name
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.engines.causes import package_of, root_traceback
 from harness.results.record import CheckRecord
 

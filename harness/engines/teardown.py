@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 from harness.engines.kernels import engine_host
 from harness.engines.pool import EngineHandle
 from harness.results.record import CheckRecord

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.checks.requests import REFUSE_OR_CAP
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import LoraAdapter, Sampling
 from harness.engines.server import cli_flags
 from harness.fuzz import hostile

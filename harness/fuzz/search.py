@@ -42,7 +42,7 @@ from hypothesis import seed as seeded
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.fuzz.space import canonical, shape
 
 
@@ -111,8 +111,12 @@ class Found:
     def divergence(self) -> dict | None:
         return self.failure.divergence
 
+    @property
+    def shape(self) -> str:
+        return shape(self.spec)
+
     def to_dict(self) -> dict:
-        return {"cause": self.cause, "message": self.message, "shape": shape(self.spec), "spec": self.spec,
+        return {"cause": self.cause, "message": self.message, "shape": self.shape, "spec": self.spec,
                 "divergence": self.divergence, "evidence": self.failure.evidence}
 
 

@@ -17,7 +17,7 @@ import re
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile
 from harness.checks.requests import check_completed
-from harness.checks.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
+from harness.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
 from harness.engines.outcomes import Completion, Rejected, Result
 
 

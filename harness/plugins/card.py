@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import pytest
 
 from harness.checks.budget_probe import load_gemma4_encoder_chunk
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.devices import Lease, NoDeviceLeft
 from harness.engines.parallel import NotHostable
 from harness.memory.card import ballast as ballast_mod

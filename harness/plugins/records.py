@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure, Unsupported, Verdict
+from harness.verdicts import Cause, CheckFailure, Unsupported, Verdict
 from harness.plugins.common import is_check, is_worker, now, worker_id
 from harness.results.attempts import cause_text, fold_attempts, rerun_tells, unfinished_rerun
 from harness.results.known_issues import KnownIssue, KnownIssuesError, apply_known_issues, load_known_issues

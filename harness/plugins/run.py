@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.plugins.common import history_path, is_worker, now
 from harness.results.history import append_history, history_entry, passed_last_time, read_history
 from harness.results.merge import merge_run

@@ -18,7 +18,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 from harness.engines.startup import never_started, startup_error
 from harness.report.diff import RunDiff, diff_runs, format_identity, format_unlike, unlike_reasons
 from harness.report.format import first_line, gib

@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.report import memory_plot
 from harness.report.format import (OUTPUT_CHARS, clip, engine_label, gib, has_memory_timeline, pretty, relative_path,
                                    since_text)

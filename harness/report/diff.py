@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.report.sections import cpu_label, feature_list
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.report.format import first_line
 from harness.results.record import CheckRecord
 

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.report.summary import ORDER
 from harness.results.history import FlakyCount, Streak
 from harness.results.record import CheckRecord

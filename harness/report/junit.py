@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.store import write_text_atomic

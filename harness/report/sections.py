@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.report.fold import Fold, fold
 from harness.report.format import engine_label, first_line, flaky_text, relative_path
 from harness.results.history import FlakyCount

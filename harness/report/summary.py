@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 from harness.results.starts import starts_line

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.results.record import CheckRecord
 from harness.results.status import is_harness_error
 

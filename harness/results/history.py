@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.files import read_json_lines
 from harness.results.run import RunResults
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
 from harness.setup.cpu_features import ISA_FEATURES, KERNEL_LIBRARIES
 from harness.files import load_toml

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.files import log_tail
 
 MEMORY_TIMELINE_POINTS = 400

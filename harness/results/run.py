@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.checks.verdicts import Verdict
+from harness.verdicts import Verdict
 from harness.results.record import CheckRecord
 
 SCHEMA = 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 from harness.results.record import CheckRecord
 from harness.results.run import RunResults
 

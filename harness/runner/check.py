@@ -17,10 +17,8 @@ from harness.checks.caches import check_cell_caches
 from harness.checks.comparators import compare_greedy
 from harness.checks.noise import NoiseProfile, NoProfile, exact_by_promise, four_bit_path, profile_for
 from harness.checks.requests import check_alive, check_completed, check_edge_outcome, check_invariant, check_power
-from harness.checks.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
+from harness.verdicts import Cause, CheckFailure, DetailedCause, Unsupported
 from harness.engines.outcomes import Completion
-from harness.fuzz.search import Search
-from harness.fuzz.space import shape
 from harness.lora import effects
 from harness.memory.card import chunks
 from harness.results.record import CheckRecord, json_safe
@@ -426,8 +424,9 @@ class Check:
         self.record.params.setdefault("input", label)
         self.note(check_edge_outcome(run[0], label, expect, reference[0] if reference else None))
 
-    def nothing_found(self, result: Search) -> None:
-        """A fuzz search judged examples and found no failure. One that
+    def nothing_found(self, result) -> None:
+        """A fuzz search (harness.fuzz.search.Search: the fuzzer is a layer
+        above the runner) judged examples and found no failure. One that
         found any fails with the cause of the first, as shrunk; the others
         are listed (`other_failures`: the run is green only if every one of
         them is a known issue). The record holds every failure's shrunk
@@ -439,11 +438,11 @@ class Check:
         if not result.found:
             return
         first, *others = result.found
-        raise CheckFailure(first.failure.cause, f"shrunk to {shape(first.spec)}: {first.message}",
+        raise CheckFailure(first.failure.cause, f"shrunk to {first.shape}: {first.message}",
                            divergence=first.divergence,
                            evidence={**_outcome(first), "shrunk": [f.to_dict() for f in result.found],
                                      "other_failures": [{"cause": f.cause, "evidence": _outcome(f),
-                                                         "message": f"shrunk to {shape(f.spec)}: {f.message}"}
+                                                         "message": f"shrunk to {f.shape}: {f.message}"}
                                                         for f in others]})
 
     # --- aborts and preemption: harness/checks/aborts.py over what the scheduler observed ---

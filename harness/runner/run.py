@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 from harness.checks.comparators import Follow
 from harness.checks.requests import check_completed
-from harness.checks.verdicts import CheckFailure
+from harness.verdicts import CheckFailure
 from harness.engines.base import Engine, LogWindow
 from harness.engines.outcomes import Result
 from harness.engines.pool import EngineHandle

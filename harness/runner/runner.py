@@ -29,7 +29,7 @@ from typing import Callable
 
 import pytest
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion, EngineStartupFailed, Result
 from harness.engines.devices import Lease, NoDeviceLeft

@@ -12,7 +12,7 @@ import numpy as np
 
 from fixtures import media
 from harness.checks.requests import ANSWER, REFUSE, REFUSE_OR_CAP
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.workloads.chat import audio_part, audio_url_part, user
 from harness.workloads.request import Request, Workload
 

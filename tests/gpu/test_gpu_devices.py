@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.checks.verdicts import Cause, Verdict
+from harness.verdicts import Cause, Verdict
 from harness.engines import pool as pool_mod
 from harness.engines.devices import DeviceLedger, NoDeviceLeft, run_devices
 from harness.engines.interpreter import EngineInterpreter

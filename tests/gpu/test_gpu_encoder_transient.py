@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks.verdicts import CheckFailure
+from harness.verdicts import CheckFailure
 from harness.engines.base import Sampling
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine

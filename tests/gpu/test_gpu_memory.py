@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.memory.card import (Ballast, check_within_budget, emulation_unavailable_reason, engine_peak, get_profile,
                                  gpu_memory_utilization)
 from harness.memory.card.capacity import PER_PROCESS

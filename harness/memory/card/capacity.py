@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from harness.checks.verdicts import Cause, CheckFailure
+from harness.verdicts import Cause, CheckFailure
 from harness.memory.samplers.base import SamplerResult
 from harness.memory.samplers.nvml import NO_FIGURE, PID_MISMATCH, engine_series, used_series
 

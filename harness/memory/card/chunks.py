@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.checks.verdicts import Cause, CheckFailure, DetailedCause
+from harness.verdicts import Cause, CheckFailure, DetailedCause
 from harness.units import MiB
 
 

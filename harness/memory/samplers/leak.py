@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 import psutil
 
-from harness.checks.verdicts import Cause
+from harness.verdicts import Cause
 from harness.memory.nvml import Nvml
 from harness.units import MiB
 
