@@ -22,6 +22,7 @@ import pytest
 
 from harness.checks.aborts import none_aborted_holding_blocks
 from harness.engines.base import Sampling
+from harness.runner.declared import Engine
 from harness.workloads.pressure import abandon_plan, pressure_workload
 
 pytestmark = [pytest.mark.engine, pytest.mark.aborts]
@@ -41,13 +42,17 @@ LEAVING = Sampling(max_tokens=280, ignore_eos=True)
 # still aborted nothing holding blocks, on a busier machine, is sent again.
 ABANDON_ROUNDS = 3
 
+# The server with a short KV cache, and the references' engine, started beside it.
+ENGINES = (
+    Engine("server", used_by=("pressed", "abandoned", "after")),
+    Engine("reference", used_by=("references",)),
+)
+
 
 # --- workload and runs ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def workload(runner, upcoming):
-    if upcoming.uses("references"):  # their engine starts beside the server
-        runner.start_ahead(reference=True)
+def workload(runner):
     return pressure_workload(runner.entry.modalities)
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from harness.cache.workload import cache_workload, largest_item_tokens
 from harness.engines.base import Sampling
+from harness.runner.declared import Engine
 from harness.workloads import audio
 
 pytestmark = [pytest.mark.engine, pytest.mark.cache]
@@ -31,13 +32,26 @@ pytestmark = [pytest.mark.engine, pytest.mark.cache]
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 
 
+def cell_engine_args(runner, cell) -> dict:
+    """A cell's server settings: the largest item's tokens bound the
+    batched-token budget of the cells that set one."""
+    return cell.engine_args(largest_item_tokens(audio.processor(runner.model), runner.entry.modalities))
+
+
+# A server per cell (each start is about a minute, mostly one core's
+# imports: the next cell's starts beside this one's), and the references'
+# engine, started beside the first cell's server.
+ENGINES = (
+    Engine("server", used_by=("cell_args",), args=lambda runner, params: cell_engine_args(runner, params["cell"])),
+    Engine("reference", used_by=("references",)),
+)
+
+
 # --- workload and run ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def workload(runner, upcoming):
+def workload(runner):
     longest = audio.max_audio_seconds(runner.model) if runner.entry.has("audio") else 0.0
-    if upcoming.uses("references"):  # their engine starts beside the first cell's server
-        runner.start_ahead(reference=True)
     return cache_workload(runner.entry.modalities, longest)
 
 
@@ -48,14 +62,8 @@ def references(runner, workload):
 
 
 @pytest.fixture(scope="module")
-def cell_args(runner, cell, upcoming):
-    largest = largest_item_tokens(audio.processor(runner.model), runner.entry.modalities)
-    # Each cell is an engine start of about a minute, mostly one core's
-    # imports: the next cell's server starts beside this one's.
-    following = upcoming.after("cell", cell)
-    if following is not None:
-        runner.start_ahead(engine_args=following.engine_args(largest))
-    return cell.engine_args(largest)
+def cell_args(runner, cell):
+    return cell_engine_args(runner, cell)
 
 
 @pytest.fixture(scope="module")

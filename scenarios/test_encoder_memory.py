@@ -22,11 +22,19 @@ import pytest
 from harness.checks.budget_probe import load_gemma4_encoder_chunk
 from harness.engines.base import Sampling
 from harness.runner import Paired
+from harness.runner.declared import SAME, Engine
 from harness.workloads import vision
 
 pytestmark = [pytest.mark.modality("video"), pytest.mark.engine]
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
+# One engine on the card (its arguments the card's; each run steers its
+# memory answer and chunks), and the references' engine with the same
+# arguments, started beside it.
+ENGINES = (
+    Engine("offline", args=SAME, used_by=("on_card", "low_free", "forced", "ragged_video")),
+    Engine("reference", args=SAME, used_by=("on_card", "ragged_video")),
+)
 VIDEO_FRAMES = {"cpu": 16, "gpu": 64}
 # Forced chunk sizes. The batch holds 24 images (6 per shape; the processor
 # pads every image to one patch count, so they form one bucket) and two
@@ -50,7 +58,6 @@ def on_card(runner, card, work):
     """The whole workload in one batch on the model's card, and each prompt
     alone on the reference engine."""
     args = card.engine_overrides()
-    runner.start_ahead(reference=True, engine_args=args)  # beside the batch engine's start
     return Paired(runner.batch(work, SAMPLING, engine_args=args, steer=card.steering()),
                   runner.each_alone(work, SAMPLING, engine_args=args))
 

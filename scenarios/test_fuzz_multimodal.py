@@ -21,6 +21,7 @@ import pytest
 from harness.fuzz import hostile, strategies
 from harness.fuzz.judge import BatchJudge, HostileJudge
 from harness.fuzz.search import Inconclusive
+from harness.runner.declared import Engine
 
 # The entries with `fuzz = true` in the matrix: each costs an engine pair,
 # a server and the budget, so the CPU tier fuzzes its richest model
@@ -28,16 +29,21 @@ from harness.fuzz.search import Inconclusive
 pytestmark = [pytest.mark.engine, pytest.mark.fuzz]
 
 
+# The batches' engine, their references' (started beside it, before the
+# budget's clock starts), and the hostile payloads' server: started when
+# first used, for an ahead start would spend the batches' budget.
+ENGINES = (
+    Engine("offline", used_by=("test_fuzz_batches",)),
+    Engine("reference", used_by=("test_fuzz_batches",)),
+    Engine("server", used_by=("test_fuzz_hostile",), ahead=False),
+)
+
+
 @pytest.fixture(scope="module")
-def limits(runner, fuzz, upcoming):
+def limits(runner, fuzz):
     """What the model accepts: its matrix entry, its engine's version (LoRA
-    where it serves it) and its own processor. The batches' reference
-    engine starts ahead, beside their engine (before the budget's clock
-    starts)."""
-    accepted = fuzz.limits(runner)
-    if upcoming.runs("test_fuzz_batches"):
-        runner.start_ahead(reference=True)
-    return accepted
+    where it serves it) and its own processor."""
+    return fuzz.limits(runner)
 
 
 @pytest.mark.numeric_paths("same-stack")

@@ -14,12 +14,15 @@ import pytest
 
 from harness.engines.base import Sampling
 from harness.runner import Paired
+from harness.runner.declared import Engine
 from harness.workloads.text import text_workload
 
 pytestmark = [pytest.mark.quantized, pytest.mark.engine]
 
 # Four prompts of 32 tokens: held past the first split, not to it.
 SAMPLING = Sampling(max_tokens=32, ignore_eos=True, logprobs=5)
+# The engine (its reference is HF transformers in this process).
+ENGINES = (Engine("offline", used_by=("answers",)),)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 
 from harness.engines.base import Sampling
 from harness.runner import Paired
+from harness.runner.declared import Engine
 from harness.workloads import audio
 
 pytestmark = [pytest.mark.modality("audio"), pytest.mark.engine]
@@ -23,27 +24,23 @@ SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
 EQUAL_DURATION_S = 3.0
 
 
+# The batch engine, the references' (started beside it), the server.
+ENGINES = (
+    Engine("offline", used_by=("batch",)),
+    Engine("reference", used_by=("batch", "load")),
+    Engine("server", used_by=("load", "test_edge_input")),
+)
+
+
 # --- workload and run ---------------------------------------------------------
 
-@pytest.fixture(scope="module", autouse=True)
-def reference_ahead(runner, upcoming):
-    """The references' engine starts ahead, beside the batch engine (a
-    start is mostly one core's: two at once on two cores cost little more
-    than one, three cost nearly as much as three)."""
-    if upcoming.uses("batch") or upcoming.uses("load"):
-        runner.start_ahead(reference=True)
-
-
 @pytest.fixture(scope="module", params=["ragged", "equal"])
-def batch(request, runner, audio_durations, upcoming):
+def batch(request, runner, audio_durations):
     """One batch in one generate call (offline engine), then each clip
-    alone. The server starts ahead once the batch engine is up."""
+    alone."""
     durations = audio_durations if request.param == "ragged" else [EQUAL_DURATION_S] * len(audio_durations)
     work = audio.clip_workload(request.param, durations)
-    sent = runner.batch(work, SAMPLING)
-    if upcoming.uses("load") or upcoming.uses("edge"):
-        runner.start_ahead("server")
-    return Paired(sent, runner.each_alone(work, SAMPLING))
+    return Paired(runner.batch(work, SAMPLING), runner.each_alone(work, SAMPLING))
 
 
 @pytest.fixture(scope="module", params=["normal", pytest.param("stress", marks=pytest.mark.stress)])

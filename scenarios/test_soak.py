@@ -22,6 +22,7 @@ from __future__ import annotations
 import pytest
 
 from harness.engines.base import Sampling
+from harness.runner.declared import Engine
 from harness.soak.load import SoakMix, soak_adapters
 from harness.workloads import audio
 
@@ -31,26 +32,32 @@ pytestmark = [pytest.mark.engine, pytest.mark.soak, pytest.mark.alone]
 
 # Fixed length with EOS ignored, so sampled answers compare position by position.
 SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
+# The soak's server (its crafted adapters served by name), and the
+# references' engine, started beside it.
+ENGINES = (
+    Engine("server", used_by=("soak",), args=lambda runner, params: served_args(runner)),
+    Engine("reference", used_by=("test_soak_answers_match_references",)),
+)
+
+
+def served_args(runner) -> dict | None:
+    """The server's settings: the adapters the soak switches between, by name."""
+    adapters = soak_adapters(runner)
+    return {"lora_modules": [f"{a.name}={a.path}" for a in adapters]} if adapters else None
 
 
 # --- workload and run ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def soak(runner, soak_settings, soak_seconds, upcoming):
+def soak(runner, soak_settings, soak_seconds):
     """The waves, streamed to the model's server for the budget. The
     references' engine starts beside the server, and both are up before
-    the first wave: no start may share the machine with the soak it times
-    (an engine at rest waits on a socket, costing no CPU)."""
+    the first wave (Runner.soak): no start may share the machine with the
+    soak it times (an engine at rest waits on a socket, costing no CPU)."""
     longest = audio.max_audio_seconds(runner.model) if "audio" in runner.entry.modalities else 0.0
-    adapters = soak_adapters(runner)
     mix = SoakMix(soak_settings.concurrency, runner.entry.modalities, max_audio_s=longest or 6.0,
-                  adapters=adapters)
-    served = {"lora_modules": [f"{a.name}={a.path}" for a in adapters]} if adapters else None
-    if upcoming.runs("test_soak_answers_match_references"):
-        runner.start_ahead(reference=True)
-        runner.start_ahead("server", engine_args=served)
-        runner.wait_ahead()
-    return runner.soak(mix, SAMPLING, soak_seconds, engine_args=served)
+                  adapters=soak_adapters(runner))
+    return runner.soak(mix, SAMPLING, soak_seconds, engine_args=served_args(runner))
 
 
 # --- checks ---------------------------------------------------------------------

@@ -32,6 +32,7 @@ from harness.engines.server import RUNTIME_LORA_ENV
 from harness.lora import effects
 from harness.lora.groups import MODULE_GROUPS
 from harness.memory.card.emulation import card_answer
+from harness.runner.declared import Engine
 from harness.runner.runner import REFERENCE_ARGS
 from harness.workloads import lora, vision
 
@@ -79,8 +80,7 @@ def adapters(runner) -> lora.Adapters:
     return lora.Adapters(runner.model)
 
 
-@pytest.fixture(scope="module")
-def lora_args(runner, tp) -> dict:
+def lora_args_for(runner, tp: int) -> dict:
     """The engine under test's settings beyond the family's LoRA settings
     (models.toml [per_family.test_vision_lora], which the runner gives every
     engine of the family). On the CPU tier above TP 1 they are
@@ -95,20 +95,34 @@ def lora_args(runner, tp) -> dict:
     return args
 
 
-@pytest.fixture(scope="module")
-def ref_args(lora_args) -> dict:
+def ref_args_for(runner, tp: int) -> dict:
     """The reference engine's: every adapter resident (see harness/workloads/lora.py)."""
-    return {**lora_args, "max_loras": lora.REFERENCE_MAX_LORAS}
+    return {**lora_args_for(runner, tp), "max_loras": lora.REFERENCE_MAX_LORAS}
+
+
+# Per TP size: the reference engine, and the engine under test, started
+# beside it (above TP 1 on the CPU tier they are one engine; the TP 1
+# reference of tp1_mixed is computed during the TP 1 checks).
+ENGINES = (
+    Engine("reference", used_by=("served",), args=lambda runner, params: ref_args_for(runner, params["tp"])),
+    Engine("offline", used_by=("lora_args",), args=lambda runner, params: lora_args_for(runner, params["tp"])),
+)
 
 
 @pytest.fixture(scope="module")
-def served(runner, ref_args, lora_args, tp, upcoming):
+def lora_args(runner, tp) -> dict:
+    return lora_args_for(runner, tp)
+
+
+@pytest.fixture(scope="module")
+def ref_args(runner, tp) -> dict:
+    return ref_args_for(runner, tp)
+
+
+@pytest.fixture(scope="module")
+def served(runner, ref_args):
     """A text prompt on the reference engine started with LoRA on (which
-    every check needs), or the engine's refusal to serve LoRA for this model.
-    At TP 1 the engine under test starts ahead, beside it (above TP 1 the
-    TP 1 reference goes first: see tp1_mixed)."""
-    if tp == 1 and upcoming.uses("lora_args"):
-        runner.start_ahead("offline", engine_args=lora_args)
+    every check needs), or the engine's refusal to serve LoRA for this model."""
     return runner.each_alone(lora.workload("served", [lora.request("text", None)]), SAMPLING,
                              engine_args=ref_args)
 

@@ -1,7 +1,8 @@
-"""Engines are retired after the last check that needs them (harness.plugins.retirement)."""
+"""Engines are retired after the last check that needs them, and the checks still
+to run are what an engine started ahead serves (harness.schedule.retirement)."""
 from types import SimpleNamespace
 
-from harness.plugins.retirement import LastCheck, group_by_model, Upcoming, last_checks
+from harness.schedule.retirement import LastCheck, group_by_model, last_checks, remaining
 
 
 def _item(module, test, model=None):
@@ -36,21 +37,8 @@ def test_a_models_engines_end_at_its_last_check_and_the_modules_at_the_last():
     }
 
 
-
-def test_upcoming_reads_what_this_modules_model_takes_up_later():
-    def check(test, model, cell=None, fixtures=()):
-        item = _item("cache", test, model)
-        if cell:
-            item.callspec.params["cell"] = cell
-        item.fixturenames, item.originalname = ["runner", *fixtures], test
-        return item
-    items = [check("premise", "g4", "c1"), check("matches", "g4", "c1", ["references"]), check("premise", "g4", "c2"),
-             check("premise", "g3n", "c3", ["load"]), check("matches", "g4", "c2"), check("premise", "g4", "c4"),
-             _item("other", "t", "g4")]
-    g4, g3n = Upcoming(items, "scenarios/cache.py", "g4"), Upcoming(items, "scenarios/cache.py", "g3n")
-    assert g4.after("cell", "c1") == "c2"
-    assert g4.after("cell", "c2") == "c4"  # g3n's cell is not g4's
-    assert g4.after("cell", "c4") is None and g3n.after("cell", "c3") is None
-    assert g4.after("cell", "deselected") is None
-    assert g4.uses("references") and not g4.uses("load") and g3n.uses("load")
-    assert g4.runs("matches") and not g3n.runs("matches")
+def test_the_remaining_checks_are_the_current_modules_of_its_model_from_it_on():
+    items = group_by_model(COLLECTED)
+    current = items[3]  # b.py::equal[g4]
+    assert [i.nodeid for i in remaining(items, current)] == ["scenarios/b.py::equal[g4]", "scenarios/b.py::load[g4]"]
+    assert [i.nodeid for i in remaining(items, items[-1])] == ["scenarios/b.py::load[g3n]"]

@@ -22,7 +22,7 @@ LAYERS = [
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters",
      "harness.soak", "harness.cache"),
-    ("harness.runner", "harness.report", "harness.bisect", "harness.fuzz", "harness.calibration"),
+    ("harness.runner", "harness.report", "harness.bisect", "harness.fuzz", "harness.calibration", "harness.schedule"),
     ("harness.plugins", "harness.__main__"),
     ("scenarios",),
 ]

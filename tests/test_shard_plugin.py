@@ -154,7 +154,7 @@ def test_a_bad_shard_value_stops_the_run(suite):
 CHECKER = """
 from harness.models import models_for
 from harness.plugins.engines import ENGINES
-from harness.plugins.retirement import engine_group_key
+from harness.schedule.retirement import engine_group_key
 from harness.shards import group_of_check_id
 import pytest
 

@@ -43,7 +43,7 @@ class Cell:
         return (f"prefix-{'on' if self.prefix else 'off'}-{self.processor}-mbt-{self.batched}"
                 f"-api{self.api_servers}")
 
-    def __str__(self) -> str:  # the engine group key (harness.plugins.retirement) reads it
+    def __str__(self) -> str:  # the engine group key (harness.schedule.retirement) reads it
         return self.id
 
     def engine_args(self, largest_item_tokens: int) -> dict:

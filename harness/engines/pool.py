@@ -24,10 +24,8 @@ engines is up, and its engines compute on that slot's cores; every slot, and
 the machine's default placement, when `alone` (a module whose timings another
 worker's engines must not disturb).
 
-On the CPU tier a scenario that knows its next engine can have it started
-ahead (`start_ahead`): a start is mostly one core's imports, three Python
-processes one after another, so a second start beside the first (or beside a
-scenario's requests) costs little wall time. `get` then takes it over, and
+On the CPU tier the scheduler (harness.schedule.ahead) has the next engine
+a module needs started ahead (`start_ahead`). `get` then takes it over, and
 what was started ahead but never asked for is retired with `drop_ahead`.
 The GPU tier leases GPUs one start at a time, so nothing is started ahead
 there.
@@ -226,6 +224,14 @@ class EnginePool:
         self._ahead[spec.key] = future
         threading.Thread(target=start, name=f"start-ahead-{spec.name}", daemon=True).start()
         return True
+
+    def holds(self, key: str) -> bool:
+        """Whether an engine of this spec key is up or on its way."""
+        return key in self.handles or key in self._ahead
+
+    def starting_ahead(self) -> bool:
+        """Whether a start ahead is still under way."""
+        return any(not future.done() for future in self._ahead.values())
 
     def wait_ahead(self) -> None:
         """Wait until every start begun ahead has ended, ready or failed (a

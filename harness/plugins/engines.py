@@ -7,6 +7,9 @@
   of its own, sent through `pytest_mmharness_add_record`), `runner` (a
   scenario family's Runner for one model, harness.runner) and `check` (a
   check's hand on its own record, harness.runner.check).
+- Starts ahead: whenever a runner opens an engine, the next engine its
+  module declares (`ENGINES`, harness.runner.declared) that the remaining
+  checks need starts ahead (harness.schedule.ahead).
 - Retirement: each module's checks run grouped by model, and a module's (or
   a model's) engines are retired after its last check, noted once the
   collection is final.
@@ -31,7 +34,8 @@ from harness.engines.procs import reap_stale
 from harness.engines.teardown import teardown_record
 from harness.memory.samplers import Sampler
 from harness.models import tier_settings
-from harness.plugins import retirement
+from harness.schedule import retirement
+from harness.schedule.ahead import next_ahead
 from harness.plugins.common import (history_path, is_check, is_controller, model_entry_of, numeric_paths_of,
                                      worker_count, worker_id)
 from harness.results.history import last_durations, read_history
@@ -40,6 +44,7 @@ from harness.results.starts import append_start
 from harness.results.store import RunLayout
 from harness.runner import Runner
 from harness.runner.check import Check
+from harness.runner.declared import SAME, module_engines
 from harness.runner.facts import attach_runs
 from harness.runner.run import engine_uses
 from harness.shards import module_order
@@ -51,13 +56,15 @@ INTERRUPT_GRACE_S = 1.0
 @dataclass
 class Engines:
     """This plugin's one state: the faults switched on, the remote server if
-    any, the run's pool, each group's last check, and the pool's hand-out
-    count when the module now running began."""
+    any, the run's pool, each group's last check, the pool's hand-out
+    count when the module now running began, and the check now running."""
     fault_env: dict
     engine_url: str | None
     pool: EnginePool | None = None
     last_checks: dict[str, retirement.LastCheck] = field(default_factory=dict)
     module_mark: int = 0
+    # The check now running: the engines started ahead serve the checks from it on.
+    item: pytest.Item | None = None
 
 
 ENGINES = pytest.StashKey[Engines]()
@@ -149,15 +156,28 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
             | kernel_metadata(ident))
         require_predicted_kernels(engine)
 
-    return Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
-                  engine_pool, remote_url=state.engine_url, env=state.fault_env, on_engine=on_engine)
+    declared = module_engines(request.module)
+    made = Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
+                  engine_pool, remote_url=state.engine_url, env=state.fault_env, on_engine=on_engine,
+                  on_open=lambda spec, call_args: _start_next_ahead(state, made, declared, spec, call_args))
+    return made
 
 
-@pytest.fixture(scope="module")
-def upcoming(request, model_entry) -> retirement.Upcoming:
-    """What this module's checks of this model take up, in the collected
-    order: the engines a scenario may start ahead (Runner.start_ahead)."""
-    return retirement.Upcoming(request.session.items, request.node.nodeid, model_entry.name)
+def _start_next_ahead(state: Engines, runner: Runner, declared: tuple, opening, call_args: dict | None) -> None:
+    """An engine of the module is about to be opened: the next one its
+    remaining checks of this model need starts ahead, beside it, where no
+    other start ahead is under way (harness.schedule.ahead)."""
+    pool, item = state.pool, state.item
+    if not declared or pool is None or item is None or pool.starting_ahead():
+        return
+
+    def resolve(engine, params: dict):
+        args = call_args if engine.args is SAME else engine.args(runner, params) if engine.args else None
+        return runner.spec_of(engine.kind, args)
+    spec = next_ahead(declared, retirement.remaining(item.session.items, item), resolve,
+                      busy=lambda key: key == opening.key or pool.holds(key))
+    if spec is not None:
+        pool.start_ahead(spec, label=f"{runner.family}[{runner.entry.name}-ahead]")
 
 
 @pytest.fixture
@@ -195,6 +215,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     engine of the run."""
     state = session.config.stash[ENGINES]
     state.last_checks, state.module_mark = retirement.last_checks(session.items), 0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    state = item.config.stash[ENGINES]
+    state.item = item
+    try:
+        return (yield)
+    finally:
+        state.item = None
 
 
 @pytest.hookimpl(wrapper=True)

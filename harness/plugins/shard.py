@@ -17,7 +17,7 @@ import dataclasses
 import pytest
 
 from harness.plugins.common import history_path
-from harness.plugins.retirement import engine_group_key
+from harness.schedule.retirement import engine_group_key
 from harness.results.history import last_durations, read_history
 from harness.shards import Group, Shard, ShardSpec, parse_shard, plan_fingerprint, plan_shards
 

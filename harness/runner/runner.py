@@ -54,7 +54,8 @@ LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "enable_tower_connecto
 
 class Runner:
     def __init__(self, entry: ModelEntry, model: str, family: str, pool: EnginePool, *,
-                 remote_url: str | None = None, env: dict | None = None, on_engine: Callable):
+                 remote_url: str | None = None, env: dict | None = None, on_engine: Callable,
+                 on_open: Callable[[EngineSpec, dict | None], None] = lambda spec, call_args: None):
         self.entry, self.model, self.family, self.pool = entry, model, family, pool
         # The family's settings from the matrix: the entry's engine args, the
         # family's (models.toml [per_family.<family>]) over them.
@@ -67,6 +68,9 @@ class Runner:
         self.remote_url = remote_url
         self.env = {**entry.env, **(env or {})}
         self._on_engine = on_engine
+        # Told of each engine about to be opened, and the call's arguments
+        # over the family's: the scheduler starts the next one ahead.
+        self._on_open = on_open
         self._uses: dict[str, EngineUse] = {}
         # (the card's engine arguments, its GPU): engines opened with them run there.
         self._card: tuple[dict, Lease] | None = None
@@ -264,6 +268,7 @@ class Runner:
         against each_alone. An engine that never started leaves a soak of no
         waves whose `run` raises the start-up failure."""
         use = self._use("server", Workload("soak", ()), engine_args)
+        self.pool.wait_ahead()  # no start may share the machine with the soak it times
         if use.engine is None:
             soak = Soak(seconds)
         elif use.watch is not None and use.watch.gpu:  # each process's device memory too
@@ -299,29 +304,22 @@ class Runner:
             del self._uses[key]
         return len(dead)
 
-    def start_ahead(self, kind: str = "server", *, engine_args: dict | None = None,
-                    reference: bool = False) -> None:
-        """Start now, in the background, the engine a later call with these
-        engine arguments opens (`reference`: the one each_alone opens), for a
-        scenario that knows its next engine while it runs the current one
-        (EnginePool.start_ahead: the CPU tier only). Nothing against a remote
-        server, a card's engine, or a TP size the run cannot host."""
+    def spec_of(self, kind: str, engine_args: dict | None) -> EngineSpec | None:
+        """The spec a later call opens for `kind` ("offline", "server", or
+        "reference": each_alone's) and these call arguments: what the
+        scheduler starts ahead. None where nothing may start ahead: a remote
+        server, a card's engine, a TP size the run cannot host."""
         if self.remote_url:
-            return
-        if reference:
+            return None
+        if kind == "reference":
             kind, engine_args = "offline", {**(engine_args or {}), **REFERENCE_ARGS}
         args = self.args_for(engine_args)
         if self._card_lease(args):
-            return
+            return None
         try:
-            spec = self._spec(kind, args, {})
+            return self._spec(kind, args, {})
         except NotHostable:
-            return
-        self.pool.start_ahead(spec, label=f"{self.family}[{self.entry.name}-ahead]")
-
-    def wait_ahead(self) -> None:
-        """Wait until the engines started ahead are up (or failed)."""
-        self.pool.wait_ahead()
+            return None
 
     def use_label(self, workload: Workload, role: str = "") -> str:
         suffix = "".join(f"-{part}" for part in (workload.name, role) if part)
@@ -341,6 +339,7 @@ class Runner:
         key = f"{label} {spec.key}"
         use = self._uses.get(key)
         if use is None or (use.handle is not None and use.handle.evicted):
+            self._on_open(spec, engine_args)
             self._uses[key] = self._open(spec, label)  # again, if its GPUs went to another
         return self._uses[key]
 

@@ -1,6 +1,9 @@
 """Which check is the last to need an engine: the pool cannot see the
 future, the collected order can. Engines are named after their model, and a
-module's scenarios open engines only through its `runner` (one per model)."""
+module's scenarios open engines only through its `runner` (one per model).
+A group is a module's checks of one model (and one value of each engine
+parameter): `group_of` and `remaining` give the checks still to run in
+the current one (what the engines started ahead serve)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,14 +25,14 @@ class LastCheck:
 ENGINE_PARAMS = ("tp", "cell")
 
 
-def _model(item: pytest.Item) -> str | None:
+def model_of(item: pytest.Item) -> str | None:
     entry = getattr(item, "callspec", None) and item.callspec.params.get("model_entry")
     return getattr(entry, "name", None)
 
 
 def _group(item: pytest.Item) -> tuple:
     params = getattr(item, "callspec", None) and item.callspec.params or {}
-    return (_model(item), *(params.get(p) for p in ENGINE_PARAMS))
+    return (model_of(item), *(params.get(p) for p in ENGINE_PARAMS))
 
 
 def engine_group_key(item: pytest.Item) -> str:
@@ -55,7 +58,7 @@ def last_checks(items: list[pytest.Item]) -> dict[str, LastCheck]:
     seen: set[tuple] = set()
     modules_seen: set[str] = set()
     for item in reversed(items):
-        module, model, group = item.nodeid.split("::", 1)[0], _model(item), _group(item)
+        module, model, group = item.nodeid.split("::", 1)[0], model_of(item), _group(item)
         if module not in modules_seen:
             modules_seen.add(module)
             ends[item.nodeid] = LastCheck(module=True)
@@ -65,35 +68,14 @@ def last_checks(items: list[pytest.Item]) -> dict[str, LastCheck]:
     return ends
 
 
+def params_of(item: pytest.Item) -> dict:
+    return dict(getattr(item, "callspec", None) and item.callspec.params or {})
 
-@dataclass(frozen=True)
-class Upcoming:
-    """What one module's checks of one model take up, read from the
-    collected order (after deselection and sharding): what a scenario may
-    start ahead."""
-    items: list
-    module: str
-    model: str | None
 
-    def _mine(self) -> list[pytest.Item]:
-        return [item for item in self.items
-                if item.nodeid.split("::", 1)[0] == self.module and _model(item) == self.model]
-
-    def uses(self, fixture: str) -> bool:
-        """Whether any of these checks asks for `fixture`."""
-        return any(fixture in getattr(item, "fixturenames", ()) for item in self._mine())
-
-    def runs(self, test: str) -> bool:
-        """Whether any of these checks is of the test function `test`."""
-        return any(getattr(item, "originalname", None) == test for item in self._mine())
-
-    def after(self, param: str, current):
-        """The value of an engine parameter (ENGINE_PARAMS) these checks take
-        up after `current`; None when `current` is the last."""
-        values: list = []
-        for item in self._mine():
-            params = getattr(item, "callspec", None) and item.callspec.params or {}
-            if param in params and (not values or values[-1] != params[param]):
-                values.append(params[param])
-        later = values[values.index(current) + 1:] if current in values else []
-        return later[0] if later else None
+def remaining(items: list[pytest.Item], current: pytest.Item) -> list[pytest.Item]:
+    """The checks from `current` on of its module's checks of its model,
+    in the collected order (after deselection and sharding)."""
+    module, model = current.nodeid.split("::", 1)[0], model_of(current)
+    start = next((n for n, item in enumerate(items) if item is current), len(items))
+    return [item for item in items[start:]
+            if item.nodeid.split("::", 1)[0] == module and model_of(item) == model]
