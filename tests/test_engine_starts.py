@@ -16,21 +16,23 @@ from harness.results.store import RecordWriter, RunLayout
 STARTED, FINISHED = "2026-12-06T04:00:00+00:00", "2026-12-06T04:10:00+00:00"  # 600 s
 
 
-def _start(seconds, outcome="ready", ahead=False, worker="gw0"):
+def _start(seconds, outcome="ready", ahead=False, worker="gw0", waited_s=0.0):
     return {"worker": worker, "kind": "offline", "name": "tiny", "log": "x.log", "seconds": seconds,
-            "outcome": outcome, "ahead": ahead}
+            "outcome": outcome, "ahead": ahead, "waited_s": waited_s}
 
 
 def test_starts_are_counted_with_their_seconds_and_share_of_every_workers_time(tmp_path):
+    """A wait for the engine turn (another worker's `alone` module) is
+    counted apart, and is no share of the run the starts took."""
     path = tmp_path / "engines" / "starts.jsonl"
-    for line in (_start(50.0), _start(70.0, ahead=True, worker="gw1"), _start(12.5, "retrying: port race"),
-                 _start(67.5, "failed: oom")):
+    for line in (_start(50.0), _start(70.0, ahead=True, worker="gw1", waited_s=20.0),
+                 _start(12.5, "retrying: port race"), _start(67.5, "failed: oom")):
         append_start(path, line)
     summary = starts_summary(path, STARTED, FINISHED, workers=2)
-    assert summary == {"count": 4, "seconds": 200.0, "not_ready": 2, "ahead": 1, "share": round(200 / 1200, 3),
-                       "workers": 2, "wall_s": 600.0}
-    assert starts_line(summary) == \
-        "mmharness: 4 engine starts (2 not ready), 200 s in all, 17% of 2 worker(s) × 600 s"
+    assert summary == {"count": 4, "seconds": 200.0, "waited_s": 20.0, "not_ready": 2, "ahead": 1,
+                       "share": round(180 / 1200, 3), "workers": 2, "wall_s": 600.0}
+    assert starts_line(summary) == ("mmharness: 4 engine starts (2 not ready), 200 s in all (20 s of it waiting "
+                                    "for devices), 15% of 2 worker(s) × 600 s")
 
 
 def test_a_run_without_engines_has_no_starts_and_a_cut_line_is_left_out(tmp_path):
@@ -40,7 +42,8 @@ def test_a_run_without_engines_has_no_starts_and_a_cut_line_is_left_out(tmp_path
     append_start(path, _start(40.0))
     with open(path, "ab") as f:
         f.write(b'{"worker": "gw0", "seconds": 3')  # a worker killed mid-line
-    assert starts_summary(path, None, None, workers=1) == {"count": 1, "seconds": 40.0, "not_ready": 0, "ahead": 0}
+    assert starts_summary(path, None, None, workers=1) == {"count": 1, "seconds": 40.0, "waited_s": 0.0,
+                                                           "not_ready": 0, "ahead": 0}
     assert starts_line(starts_summary(path, None, None, workers=1)) == "mmharness: 1 engine starts, 40 s in all"
 
 

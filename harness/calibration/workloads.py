@@ -20,9 +20,9 @@ VIDEO = (6, 176, 144)
 TEXTS = ("Name four rivers and the seas they reach.",
          "Why does a kettle whistle?",
          "Write two lines about a lighthouse.")
-# The 4-bit path is text only: more prompts, so its split rate rests on more
-# positions than three answers give.
-FOUR_BIT_TEXTS = TEXTS + ("How is paper made from wood?",
+# The 4-bit path is text only, and TP's noise is heavy-tailed: more prompts,
+# so their bounds rest on more positions than three answers give.
+MORE_TEXTS = TEXTS + ("How is paper made from wood?",
                           "Describe a busy market at dawn.",
                           "What makes dough rise?",
                           "Explain a lunar eclipse to a child.",
@@ -35,10 +35,11 @@ def _image(size: tuple[int, int], seed: int) -> dict:
     return image_part(media.encode_image(media.image(*size, seed=SEED + seed), "png"))
 
 
-def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1) -> list[Request]:
+def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1,
+             texts: tuple[str, ...] = TEXTS) -> list[Request]:
     """Of each of these modalities: four clips of different lengths, four
     images of different shapes (and, where a prompt may hold several, one
-    prompt of three), a video, three texts."""
+    prompt of three), a video, the texts (three unless given)."""
     reqs: list[Request] = []
     if "audio" in modalities:
         for i, seconds in enumerate(AUDIO_S):
@@ -58,7 +59,7 @@ def requests(modalities: tuple[str, ...] | list[str], image_limit: int = 1) -> l
                                                                                    seed=SEED + 30)),
                                                      PROMPTS["video"]), {"frames": frames}))
     if "text" in modalities:
-        reqs += _texts(TEXTS)
+        reqs += _texts(texts)
     return reqs
 
 
@@ -70,12 +71,12 @@ def _workload(name: str, reqs: list[Request]) -> Workload:
     return Workload(f"calibration-{name}", tuple(reqs), {"workload": {r.label: r.facts for r in reqs}})
 
 
-def workload(name: str, modalities, image_limit: int = 1) -> Workload:
-    return _workload(name, requests(modalities, image_limit))
+def workload(name: str, modalities, image_limit: int = 1, texts: tuple[str, ...] = TEXTS) -> Workload:
+    return _workload(name, requests(modalities, image_limit, texts))
 
 
 def four_bit_texts() -> Workload:
-    return _workload("4bit", _texts(FOUR_BIT_TEXTS))
+    return _workload("4bit", _texts(MORE_TEXTS))
 
 
 def images(image_limit: int) -> Workload:

@@ -132,6 +132,9 @@ class EngineStart:
     seconds: float | None = None  # None: it has just begun
     outcome: str | None = None    # "ready", "retrying: <reason>", "failed: <cause>"
     ahead: bool = False           # started ahead of its first use (EnginePool.start_ahead)
+    # Of `seconds`, the wait for its devices: the CPU tier's engine turn
+    # (another worker's `alone` module), the GPU tier's lease.
+    waited_s: float = 0.0
 
 
 def _reusable(engine: Engine) -> bool:
@@ -326,29 +329,35 @@ class EnginePool:
             kind, name = spec.kind, spec.name
             log = self.logs_dir / f"{self.log_prefix}{count:02d}-{kind}-{slug(name, 80)}.log"
             self.on_start(EngineStart(kind, name, log, ahead=ahead))
-            began = time.monotonic()
+            began, waited = time.monotonic(), {}
             try:
-                handle = self._start_once(spec, log, label, gpus, lease, ahead=ahead)
+                handle = self._start_once(spec, log, label, gpus, lease, ahead=ahead, waited=waited)
             except EngineStartupFailed as e:
                 retry = None if attempts else retry_for(e.crash)
                 attempts.append({"cause": e.crash.cause.value, "detail": e.crash.detail[-500:],
                                  "retried": retry.reason if retry else None, "log": str(log)})
                 outcome = f"retrying: {retry.reason}" if retry else f"failed: {e.crash.cause.value}"
-                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome, ahead))
+                self.on_start(EngineStart(kind, name, log, time.monotonic() - began, outcome, ahead,
+                                          waited.get("s", 0.0)))
                 if retry is None:
                     e.attempts = attempts
                     raise
                 time.sleep(retry.delay_s)
                 continue
-            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready", ahead))
+            self.on_start(EngineStart(kind, name, log, time.monotonic() - began, "ready", ahead,
+                                      waited.get("s", 0.0)))
             handle.attempts = attempts
             return handle
 
     def _start_once(self, spec: EngineSpec, log: Path, label: str, gpus: int, lease: Lease | None, *,
-                    ahead: bool = False) -> EngineHandle:
+                    ahead: bool = False, waited: dict | None = None) -> EngineHandle:
+        """`waited["s"]`: how long it waited for its devices."""
         if spec.kind == "remote":
             return EngineHandle(RemoteEngine(spec.model, name=spec.name, request_timeout=self.request_timeout).start())
+        asked = time.monotonic()
         lease, owns = self._devices_for(label, gpus, lease)
+        if waited is not None:
+            waited["s"] = time.monotonic() - asked
         cls = OfflineEngine if spec.kind == "offline" else ServerEngine
         engine = cls(spec.model, spec.args, self.interpreter, log, name=spec.name,
                      env={**spec.env, **(lease.env() if lease else {}), **self._slot_env(spec)},

@@ -270,7 +270,8 @@ def pytest_mmharness_engine_start(config: pytest.Config, start) -> None:
         layout = RunLayout(Path(config.hook.pytest_mmharness_run_dir(config=config)))
         append_start(layout.engine_starts, {"worker": worker_id(config), "kind": start.kind, "name": start.name,
                                             "log": start.log.name, "seconds": round(start.seconds, 2),
-                                            "outcome": start.outcome, "ahead": start.ahead})
+                                            "outcome": start.outcome, "ahead": start.ahead,
+                                            "waited_s": round(start.waited_s, 2)})
 
 
 # --- a check's runs onto its record ----------------------------------------

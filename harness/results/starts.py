@@ -4,8 +4,11 @@ run directory, and the merged results carry their count, their seconds and
 the share of the run they took (`engine_starts` in the run metadata), which
 the run's last lines and the report's metadata show.
 
-The share is the starts' seconds over the run's wall time times its
-workers: starts ahead overlap with checks, so it may pass 100 %.
+A start's seconds include its wait for its devices (the CPU tier's engine
+turn, held by another worker's `alone` module; a GPU lease), counted apart.
+The share is the starts' own seconds (without those waits) over the run's
+wall time times its workers: starts ahead overlap with checks, so it may
+pass 100 %.
 """
 from __future__ import annotations
 
@@ -39,12 +42,13 @@ def starts_summary(path: Path, started: str | None, finished: str | None, worker
     if not lines:
         return None
     seconds = sum(line["seconds"] for line in lines)
-    summary = {"count": len(lines), "seconds": round(seconds, 1),
+    waited = sum(line.get("waited_s") or 0.0 for line in lines)
+    summary = {"count": len(lines), "seconds": round(seconds, 1), "waited_s": round(waited, 1),
                "not_ready": sum(1 for line in lines if line.get("outcome") != "ready"),
                "ahead": sum(1 for line in lines if line.get("ahead"))}
     wall = _wall_s(started, finished)
     if wall:
-        summary["share"] = round(seconds / (wall * max(workers, 1)), 3)
+        summary["share"] = round((seconds - waited) / (wall * max(workers, 1)), 3)
         summary["workers"], summary["wall_s"] = max(workers, 1), round(wall, 1)
     return summary
 
@@ -54,9 +58,12 @@ def starts_line(summary: dict[str, Any] | None) -> str | None:
     if not summary:
         return None
     not_ready = f" ({summary['not_ready']} not ready)" if summary.get("not_ready") else ""
+    waited = (f" ({summary['waited_s']:.0f} s of it waiting for devices)"
+              if summary.get("waited_s", 0) >= 1 else "")
     share = (f", {summary['share']:.0%} of {summary['workers']} worker(s) × {summary['wall_s']:.0f} s"
              if "share" in summary else "")
-    return f"mmharness: {summary['count']} engine starts{not_ready}, {summary['seconds']:.0f} s in all{share}"
+    return (f"mmharness: {summary['count']} engine starts{not_ready}, {summary['seconds']:.0f} s in all{waited}"
+            f"{share}")
 
 
 def _wall_s(started: str | None, finished: str | None) -> float | None:
