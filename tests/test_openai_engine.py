@@ -14,12 +14,18 @@ WAIT_S = 0.3
 
 
 class StubEngine(OpenAIEngine):
-    """Dies `dies_after_s` after it is first asked (never, if None)."""
+    """Dies `dies_after_s` after it is first asked (never, if None); its
+    /health answers 200 once `healthy_after_s` has passed (never, if None)."""
 
-    def __init__(self, crash: EngineCrashed | None, dies_after_s: float | None):
+    def __init__(self, crash: EngineCrashed | None, dies_after_s: float | None,
+                 healthy_after_s: float | None = None):
         super().__init__("stub", None, request_timeout=5.0)
-        self.crash, self.dies_after_s = crash, dies_after_s
+        self.crash, self.dies_after_s, self.healthy_after_s = crash, dies_after_s, healthy_after_s
         self.asked_since: float | None = None
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        since = time.monotonic() - (self.asked_since or time.monotonic())
+        return self.healthy_after_s is not None and since >= self.healthy_after_s
 
     def _death(self) -> EngineCrashed | None:
         self.asked_since = self.asked_since or time.monotonic()
@@ -57,6 +63,24 @@ def test_a_5xx_from_a_live_engine_stays_http_5xx():
     results = engine._crash_behind_5xx([server_error])
     assert time.monotonic() - t0 < WAIT_S + 0.5  # bounded: it gives up on a death that never comes
     assert results == [server_error] and cause_of(results[0]) is Cause.HTTP_5XX
+
+
+def test_a_5xx_from_an_engine_whose_health_answers_stays_without_waiting_out_the_bound(monkeypatch):
+    monkeypatch.setattr(openai_engine, "DEATH_AFTER_5XX_S", 30.0)
+    engine = StubEngine(EngineCrashed(cause=Cause.ENGINE_DEAD), dies_after_s=None, healthy_after_s=0.1)
+    server_error = Rejected(500, "a handler's bug")
+    t0 = time.monotonic()
+    assert engine._crash_behind_5xx([server_error]) == [server_error]
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_a_slow_death_behind_a_5xx_is_still_the_crash(monkeypatch):
+    """The exit may take seconds to show on a busy machine: /health not
+    answering, the wait goes on until it does."""
+    monkeypatch.setattr(openai_engine, "DEATH_AFTER_5XX_S", 30.0)
+    crash = EngineCrashed(cause=Cause.ENGINE_DEAD, detail="engine core died.")
+    engine = StubEngine(crash, dies_after_s=1.5)
+    assert engine._crash_behind_5xx([Rejected(500, "EngineCore encountered an issue")]) == [crash]
 
 
 def test_a_death_later_than_the_wait_is_not_blamed_on_the_5xx():
