@@ -108,11 +108,11 @@ def test_preempted_and_resumed(pressed, check):
     check.preempted_and_resumed(pressed)
 
 
-@pytest.mark.numeric_paths("same-stack")
+@pytest.mark.numeric_paths("long-answers")
 def test_preempted_answers_match_references(pressed, references, check):
     """Each answer of the run that preempted equals the same request alone,
     and the comparator rejects the other requests' answers."""
-    check.all_invariant(pressed, references)
+    check.all_invariant(pressed, references, path="long-answers")
 
 
 def test_clients_gone_were_aborted(abandoned, plan, abandon_rounds, check):
@@ -129,18 +129,18 @@ def test_aborted_requests_freed_their_memory(abandoned, check):
     check.freed(abandoned)
 
 
-@pytest.mark.numeric_paths("same-stack")
+@pytest.mark.numeric_paths("long-answers")
 def test_answers_beside_aborts_match_references(abandoned, plan, references, check):
     """The requests whose clients stayed got the answers they get alone,
     while the others were aborted beside them."""
-    check.all_invariant(abandoned, references,
+    check.all_invariant(abandoned, references, path="long-answers",
                         labels=[label for label, n in zip(abandoned.labels, plan) if n is None])
 
 
-@pytest.mark.numeric_paths("same-stack")
+@pytest.mark.numeric_paths("long-answers")
 def test_later_answers_match_references(after, references, check):
     """After the aborts, every request sent again gets its answer alone."""
-    check.all_invariant(after, references)
+    check.all_invariant(after, references, path="long-answers")
 
 
 def test_alive_after_aborts(after, check):

@@ -42,6 +42,7 @@ TOP_K = 5
 # excuses it); on one stack or across TP sizes such a split is no noise.
 CEILINGS = {  # path: (split rate, logprob steps, split margin in nats)
     "same-stack": (0.05, 128.0, 2.0), "chunked-vs-unchunked": (0.05, 128.0, 2.0), "tp": (0.05, 256.0, 4.0),
+    "long-answers": (0.05, 256.0, 4.0),
     "hf-vs-vllm": (0.15, 512.0, 8.0), "w4a16": (0.15, 512.0, 8.0), "w4a8": (0.15, 512.0, 8.0)}
 TWO_STACKS = ("hf-vs-vllm", "w4a16", "w4a8")
 # A walk follows at most this many splits of one answer: past it, it is no noise anyway.

@@ -33,6 +33,8 @@ CACHE_NAME = "noise-profiles.toml"
 PATHS = {
     "same-stack": "one engine stack at one TP size: a batch, a concurrent load, a cached repeat or a "
                   "mixed-adapter batch against each request alone",
+    "long-answers": "one engine stack under KV-cache pressure, answers of 128 tokens: a concurrent load "
+                    "against each request alone",
     "chunked-vs-unchunked": "the encoder forced to passes of k items against each item in a pass of its own",
     "tp": "the same engine at a TP size above 1 against TP 1",
     "hf-vs-vllm": "HF transformers against the engine, both in the model's dtype",
