@@ -52,6 +52,11 @@ IDLE_WAIT_S = 30.0
 LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "enable_tower_connector_lora", "lora_modules")
 
 
+def reference_args(engine_args: dict | None) -> dict:
+    """A reference engine's call arguments: the call's, its caches off."""
+    return {**(engine_args or {}), **REFERENCE_ARGS}
+
+
 class Runner:
     def __init__(self, entry: ModelEntry, model: str, family: str, pool: EnginePool, *,
                  remote_url: str | None = None, env: dict | None = None, on_engine: Callable,
@@ -141,7 +146,7 @@ class Runner:
         fuzzer's, whose shrinking sends one request in many batches); each
         keeps what the engine observed while it alone was sent."""
         kind = "server" if self.remote_url else "offline"
-        args = None if self.remote_url else {**(engine_args or {}), **REFERENCE_ARGS}
+        args = None if self.remote_url else reference_args(engine_args)
         tag = f"mmh-ref-{uuid.uuid4().hex[:12]}"
 
         def alone(work: Workload) -> Callable:
@@ -312,7 +317,7 @@ class Runner:
         if self.remote_url:
             return None
         if kind == "reference":
-            kind, engine_args = "offline", {**(engine_args or {}), **REFERENCE_ARGS}
+            kind, engine_args = "offline", reference_args(engine_args)
         args = self.args_for(engine_args)
         if self._card_lease(args):
             return None
