@@ -1,5 +1,6 @@
 """Engine start time (offline, server) and time-to-verdict after SIGKILL of
-the engine core, over N runs each. Not part of `make test`; prints figures.
+the engine core, over N runs each; and the start of a reference engine in
+one process (harness.engines.parallel.reference_layout). Not part of `make test`; prints figures.
 
 Goal: time-to-verdict under 2 s, where a plain openai client would wait out
 its 600 s default timeout.
@@ -22,6 +23,7 @@ from start_phases import PHASES, phases
 from harness.engines.base import Sampling
 from harness.engines.faults import kill_core_during
 from harness.engines.offline import OfflineEngine
+from harness.engines.parallel import placement, reference_layout, threads_in_process
 from harness.engines.server import ServerEngine
 from harness.workloads.chat import user
 
@@ -37,6 +39,18 @@ def one_run(cls, model, args, interp, log, timings=None):
     assert not results[0].ok, "the engine answered although its core was killed"
     assert eng.close() == []
     return start_s, verdict_s
+
+
+def reference_start(model, args, interp, log) -> float:
+    """A TP 1 reference's start in one process, its environment as the
+    runner and the pool give it."""
+    env = placement(1, "cpu") | reference_layout("cpu", 1)
+    t0 = time.monotonic()
+    eng = OfflineEngine(model, args, interp, log, env=env | threads_in_process(env)).start()
+    start_s = time.monotonic() - t0
+    assert len(eng.proc.vital) == 1, eng.proc.vital
+    assert eng.close() == []
+    return start_s
 
 
 def import_seconds(interp, module: str) -> float:
@@ -78,6 +92,10 @@ def main():
             print(f"{cls.kind:8s} verdict   median {statistics.median(verdicts):6.2f} s  "
                   f"min {min(verdicts):6.2f}  max {max(verdicts):6.2f}  after SIGKILL of EngineCore"
                   f"  (goal < 2 s; plain openai client: 600 s timeout)")
+        starts = [reference_start(model, entry.engine_args, interp, Path(tmp) / f"reference-{i}.log")
+                  for i in range(runs)]
+        print(f"{'reference':9s} start    median {statistics.median(starts):6.1f} s  "
+              f"min {min(starts):6.1f}  max {max(starts):6.1f}  (n={runs}; one process, TP 1)")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from harness.engines.devices import DeviceLedger, Lease, slot_cores
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import EngineStartupFailed
-from harness.engines.parallel import BIND_ENV, tensor_parallel
+from harness.engines.parallel import BIND_ENV, tensor_parallel, threads_in_process
 from harness.engines.remote import RemoteEngine
 from harness.engines.retry import retry_for
 from harness.engines.server import ServerEngine
@@ -359,8 +359,9 @@ class EnginePool:
         if waited is not None:
             waited["s"] = time.monotonic() - asked
         cls = OfflineEngine if spec.kind == "offline" else ServerEngine
+        env = {**spec.env, **(lease.env() if lease else {}), **self._slot_env(spec)}
         engine = cls(spec.model, spec.args, self.interpreter, log, name=spec.name,
-                     env={**spec.env, **(lease.env() if lease else {}), **self._slot_env(spec)},
+                     env=env | threads_in_process(env),
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
         engine.stall_s = self.stall_s
         if ahead:

@@ -34,7 +34,7 @@ from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion, EngineStartupFailed, Result
 from harness.engines.devices import Lease, NoDeviceLeft
 from harness.engines.hosts import host_kind
-from harness.engines.parallel import NotHostable, heads_divide, placement, tensor_parallel
+from harness.engines.parallel import NotHostable, heads_divide, placement, reference_layout, tensor_parallel
 from harness.engines.pool import EnginePool, EngineSpec
 from harness.engines.startup import STARTED_KEY
 from harness.models import ModelEntry
@@ -155,7 +155,8 @@ class Runner:
                                    for q in work.requests]
 
         def send() -> Sent:
-            use = self._use(kind, workload, args, role="reference")
+            use = self._use(kind, workload, args, role="reference",
+                            env=None if self.remote_url else self._reference_layout(self.args_for(args)))
             if memo is None:
                 return _sent(use, workload, alone(workload), sampling)
             return _remembered(use, workload, sampling, memo, lambda one: _sent(use, one, alone(one), sampling))
@@ -316,13 +317,14 @@ class Runner:
         server, a card's engine, a TP size the run cannot host."""
         if self.remote_url:
             return None
-        if kind == "reference":
+        reference = kind == "reference"
+        if reference:
             kind, engine_args = "offline", reference_args(engine_args)
         args = self.args_for(engine_args)
         if self._card_lease(args):
             return None
         try:
-            return self._spec(kind, args, {})
+            return self._spec(kind, args, self._reference_layout(args) if reference else {})
         except NotHostable:
             return None
 
@@ -398,6 +400,10 @@ class Runner:
         local = self.pool.interpreter
         return (host_kind(tier, dict(local.identity) | local.host),
                 "a remote server's host is not observed: taken as this machine's")
+
+    def _reference_layout(self, args: dict) -> dict:
+        """A reference engine's process layout (harness.engines.parallel)."""
+        return reference_layout(self.entry.tier, tensor_parallel(args))
 
     def _card_lease(self, args: dict) -> Lease | None:
         """The card's GPU, for an engine opened with the card's arguments."""
