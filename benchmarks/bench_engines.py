@@ -8,9 +8,12 @@ its 600 s default timeout.
 --phases: where each start's time went (benchmarks/start_phases.py), the
 median of each phase over the runs, and each process's `import vllm` alone
 in a fresh interpreter, for what the imports of the three processes cost.
-usage: python benchmarks/bench_engines.py [--runs 5] [--phases]
+--together: the wall time of 1, 2 and 3 offline starts begun at once (what
+a start ahead beside another costs: harness/schedule/ahead.py).
+usage: python benchmarks/bench_engines.py [--runs 5] [--phases] [--together]
 """
 import argparse
+import concurrent.futures
 import statistics
 import subprocess
 import tempfile
@@ -61,6 +64,18 @@ def import_seconds(interp, module: str) -> float:
     return time.monotonic() - t0
 
 
+def together_seconds(n: int, model, args, interp, tmp: Path) -> float:
+    """Wall time until `n` offline engines begun at once are all ready."""
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        engines = list(pool.map(lambda i: OfflineEngine(model, args, interp, tmp / f"together-{n}-{i}.log").start(),
+                                range(n)))
+    seconds = time.monotonic() - t0
+    for eng in engines:
+        assert eng.close() == []
+    return seconds
+
+
 def print_phases(kind: str, timings: list[dict]) -> None:
     for name in PHASES:
         values = [t[name] for t in timings]
@@ -72,9 +87,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--phases", action="store_true", help="where each start's time went")
+    ap.add_argument("--together", action="store_true", help="1, 2 and 3 starts at once, nothing else")
     opts = ap.parse_args()
     runs = opts.runs
     interp, entry, model = tiny_gemma4()
+    if opts.together:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in (1, 2, 3):
+                walls = [together_seconds(n, model, entry.engine_args, interp, Path(tmp)) for _ in range(runs)]
+                print(f"{n} offline start(s) at once: wall median {statistics.median(walls):6.1f} s  "
+                      f"min {min(walls):6.1f}  max {max(walls):6.1f}  (n={runs})")
+        return
     if opts.phases:
         for module in ("torch", "vllm", "vllm.v1.engine.core", "vllm.v1.worker.cpu_worker"):
             seconds = sorted(import_seconds(interp, module) for _ in range(3))

@@ -123,6 +123,23 @@ def test_startup_failure_names_the_root_exception_not_vllms_wrappers():
         "SafetensorError: Error while deserializing header: incomplete metadata, file not fully covered")
 
 
+# A reference engine in one process: torch.distributed prefixes the rank's
+# uncaught traceback (harness.engines.parallel.reference_layout).
+IN_PROCESS_STARTUP = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/harness/engines/worker_script/mmharness_offline_worker.py", line 118, in <module>
+[rank0]:     main()
+[rank0]:   File "/vllm/v1/worker/lora_model_runner_mixin.py", line 48, in load_lora_model
+[rank0]:     raise ValueError(f"{model.__class__.__name__} does not support LoRA yet.")
+[rank0]: ValueError: Gemma3nForConditionalGeneration does not support LoRA yet.
+"""
+
+
+def test_an_engine_in_one_process_keeps_its_own_message():
+    assert engine_message(lines(IN_PROCESS_STARTUP)) == (
+        "ValueError: Gemma3nForConditionalGeneration does not support LoRA yet.")
+    assert classify(1, lines(IN_PROCESS_STARTUP), started=False) is Cause.STARTUP_FAILED
+
 def test_a_long_exception_is_a_bounded_cause():
     cause = classify(None, ["Traceback (most recent call last):", "ValueError: " + "x" * 1000])
     assert cause.kind is Cause.PYTHON_EXCEPTION and len(cause.value) == MAX_CAUSE_CHARS

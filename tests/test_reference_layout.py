@@ -11,12 +11,15 @@ import pytest
 
 from harness.cache.workload import cache_workload
 from harness.engines.base import Sampling
-from harness.engines.outcomes import Completion
+from harness.engines.faults import fault_env
+from harness.engines.outcomes import Completion, EngineCrashed, Rejected
 from harness.engines.parallel import BIND_ENV, IN_PROCESS_ENV, reference_layout, threads_in_process
 from harness.engines.pool import EnginePool
 from harness.models import ModelEntry, models_for
 from harness.runner import Runner
+from harness.verdicts import Cause
 from harness.workloads import audio
+from harness.workloads.chat import image_part, user
 
 SAMPLING = Sampling(max_tokens=8, ignore_eos=True, logprobs=5)
 
@@ -81,3 +84,29 @@ def test_a_reference_in_one_process_answers_bit_identically_to_the_default_layou
     assert len(processes["default"]) >= 3 and len(processes["one process"]) == 1, processes
     assert processes["one process cores"] == {int(one_process.env[BIND_ENV])}, processes
     assert answers["one process"] == answers["default"]
+
+
+@pytest.mark.engine
+def test_an_exception_in_a_step_in_one_process_is_the_engines_death(interpreter, tmp_path):
+    """In the default layout an exception in the engine core's step kills the
+    core's process; in one process it reaches the worker from
+    wait_for_completion, and must be the same verdict: the engine died, of
+    that exception (not a refusal of the input). A bad input is still a
+    refusal, and the engine survives it."""
+    entry = next(e for e in models_for("cpu") if e.tiny_arch == "gemma4")
+    model = str(interpreter.build_tiny_model("gemma4"))
+    pool = EnginePool(interpreter, tmp_path / "engines", watch_memory=False)
+    spec = _runner(pool, entry, model).spec_of("reference", None)
+    spec = dataclasses.replace(spec, env={**spec.env, **fault_env("raise-ragged-audio")})
+    try:
+        engine = pool.get(spec, label="one-process-fault").engine
+        [refused] = engine.chat([user(image_part(b"not an image", "image/png"), "Describe.")], SAMPLING)
+        assert isinstance(refused, Rejected), refused
+        ragged = audio.clip_workload("ragged", [1.0, 2.5])
+        crashed = engine.chat([r.conversation for r in ragged.requests], SAMPLING)
+    finally:
+        survivors = pool.close_all()
+    assert not any(survivors.values()), survivors
+    assert all(isinstance(c, EngineCrashed) for c in crashed), crashed
+    assert crashed[0].cause.kind is Cause.PYTHON_EXCEPTION, crashed[0]
+    assert "RuntimeError: mmharness fault: ragged audio batch" in str(crashed[0].cause), crashed[0]

@@ -21,8 +21,11 @@ WRAPPER_EXCEPTIONS = ("EngineDeadError", "EngineGenerateError", "KeyboardInterru
 WRAPPER_MESSAGE = re.compile(r"see (?:the )?(?:stack trace|root cause)|for (?:the )?root cause", re.I)
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
 _FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line \d+')
-# vLLM prefixes lines with "(EngineCore pid=123) ERROR 04-18 14:25:37 [core.py:1108] ".
-_PREFIX = re.compile(r"^(?:\(\w+(?: pid=\d+)?\)\s)?(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")
+# vLLM prefixes lines with "(EngineCore pid=123) ERROR 04-18 14:25:37 [core.py:1108] ";
+# torch.distributed prefixes a rank's uncaught traceback with "[rank0]: " (an
+# engine in one process, whose worker is rank 0 of the process itself).
+_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?)?(?:\(\w+(?: pid=\d+)?\)\s)?"
+                     r"(?:(?:ERROR|WARNING|INFO|DEBUG)\s+\S+\s+\S+\s+\[[^\]]*\]\s?)?")
 
 
 def signal_name(returncode: int | None) -> str | None:

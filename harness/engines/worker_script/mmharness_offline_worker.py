@@ -15,9 +15,15 @@ clip reached the audio encoder alone), so the batch would not be one step.
 usage: mmharness_offline_worker.py ADDRESS AUTHKEY_HEX MODEL ENGINE_ARGS_JSON
 """
 import json
+import os
 import sys
 import traceback
 from multiprocessing.connection import Client
+
+# The engine core steps in this process (a reference engine in one process):
+# an exception from its step is what kills the core's own process in the
+# default layout, so it is reported as the engine's death, not a refusal.
+ONE_PROCESS = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
 
 
 def _outputs(results, call_no):
@@ -49,7 +55,12 @@ def chat_as_one_batch(llm, conversations, sampling, lora_requests, forced, on_en
     finally:
         llm.wake_up(tags=["scheduling"])  # also after a rejected input (already aborted)
     on_enqueued([str(i) for i in ids])
-    return in_request_order(ids, llm.wait_for_completion(use_tqdm=False))
+    try:
+        results = llm.wait_for_completion(use_tqdm=False)
+    except Exception as e:
+        e.mmharness_in_step = True
+        raise
+    return in_request_order(ids, results)
 
 
 def enqueue_forced(llm, conversations, sampling, lora_requests, forced):
@@ -110,7 +121,8 @@ def main():
             conn.send({"ok": _outputs(results, calls)})
         except Exception as e:  # reported to the harness, which decides what it means
             traceback.print_exc()
-            dead = type(e).__name__ in ("EngineDeadError", "EngineGenerateError")
+            dead = (type(e).__name__ in ("EngineDeadError", "EngineGenerateError")
+                    or ONE_PROCESS and getattr(e, "mmharness_in_step", False))
             conn.send({"error": type(e).__name__, "message": str(e)[:2000], "dead": dead})
 
 
