@@ -15,8 +15,7 @@ model's attention heads must split evenly across the ranks.
 A reference engine of TP 1 on the CPU tier runs in one process
 (`reference_layout`): vLLM's engine core and its model worker in the
 engine's own process, where the default layout spawns two more processes,
-each importing vLLM (a start of the tiny Gemma4 took 42 s, and 14 s in
-one process, on an AMD EPYC with AVX-512 BF16). The layout is a numeric path
+each importing vLLM (benchmarks/bench_engines.py prints both starts). The layout is a numeric path
 only through its threads: the multiprocessing executor gives the worker
 `OMP_NUM_THREADS` and `OMP_PLACES` from the binding
 (vllm.utils.ompmultiprocessing), and in one process nothing does, so the

@@ -155,8 +155,7 @@ class Runner:
                                    for q in work.requests]
 
         def send() -> Sent:
-            use = self._use(kind, workload, args, role="reference",
-                            env=None if self.remote_url else self._reference_layout(self.args_for(args)))
+            use = self._use(kind, workload, args, role="reference")
             if memo is None:
                 return _sent(use, workload, alone(workload), sampling)
             return _remembered(use, workload, sampling, memo, lambda one: _sent(use, one, alone(one), sampling))
@@ -324,7 +323,7 @@ class Runner:
         if self._card_lease(args):
             return None
         try:
-            return self._spec(kind, args, self._reference_layout(args) if reference else {})
+            return self._spec(kind, args, {}, reference=reference)
         except NotHostable:
             return None
 
@@ -340,7 +339,7 @@ class Runner:
         args = self.args_for(engine_args)
         label = self.use_label(workload, role)
         try:  # a TP size this machine (or this run's GPUs) cannot host is skipped, saying why
-            spec = self._spec(kind, args, env or {})
+            spec = self._spec(kind, args, env or {}, reference=role == "reference")
         except NotHostable as e:
             pytest.skip(str(e))
         key = f"{label} {spec.key}"
@@ -350,16 +349,18 @@ class Runner:
             self._uses[key] = self._open(spec, label)  # again, if its GPUs went to another
         return self._uses[key]
 
-    def _spec(self, kind: str, args: dict, extra_env: dict) -> EngineSpec:
+    def _spec(self, kind: str, args: dict, extra_env: dict, *, reference: bool = False) -> EngineSpec:
         """The engine of this runner's model for `kind` and `args`: the
         remote server where there is one (decided here only), else one the
-        pool starts, with the TP size's placement in its environment."""
+        pool starts, with the TP size's placement in its environment, and a
+        reference's process layout (harness.engines.parallel)."""
         if self.remote_url:
             return EngineSpec("remote", self.remote_url, "", name=self.entry.name)
         tp = tensor_parallel(args)
         if self._card_lease(args) and tp > 1:
             raise NotHostable(f"TP {tp} needs {tp} GPUs; an emulated card is one")
-        env = {**self.env, **placement(tp, self.entry.tier), **extra_env}
+        layout = reference_layout(self.entry.tier, tp) if reference else {}
+        env = {**self.env, **placement(tp, self.entry.tier), **layout, **extra_env}
         return self.pool.spec(kind, self.model, args, env, name=self.entry.name)
 
     def _open(self, spec: EngineSpec, label: str) -> EngineUse:
@@ -400,10 +401,6 @@ class Runner:
         local = self.pool.interpreter
         return (host_kind(tier, dict(local.identity) | local.host),
                 "a remote server's host is not observed: taken as this machine's")
-
-    def _reference_layout(self, args: dict) -> dict:
-        """A reference engine's process layout (harness.engines.parallel)."""
-        return reference_layout(self.entry.tier, tensor_parallel(args))
 
     def _card_lease(self, args: dict) -> Lease | None:
         """The card's GPU, for an engine opened with the card's arguments."""
