@@ -1,6 +1,7 @@
 """The harness's own text files: a log's tail, JSON lines whose last line
 may be half-written, the TOML files people edit (the model matrix, the
-known issues, the noise profiles), and a name that is safe in a file name."""
+known issues, the noise profiles), a name that is safe in a file name, and
+where the harness keeps what it builds."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,15 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir(name: str) -> Path:
+    """A folder of the harness's cache: $MMHARNESS_CACHE/name, else
+    .cache/name in the checkout (not created here)."""
+    base = os.environ.get("MMHARNESS_CACHE")
+    return (Path(base) if base else ROOT / ".cache") / name
 
 
 def log_tail(path: Path, lines: int = 200, *, start: int = 0, max_bytes: int = 512 * 1024) -> list[str]:

@@ -137,3 +137,34 @@ def test_in_vllms_batch_invariant_mode_one_stack_is_exact_by_its_promise():
     c.all_invariant(run, crafted_run(ROWS, [out(1), out(2)], None))
     noted = c.record.evidence["noise_profiles"]["same-stack"]
     assert noted["logprob_steps"] == 0 and "batch-invariant mode" in noted["measured"]
+
+
+# --- another setting's answers as wrong answers: only where told apart ------------
+
+def moved(*tokens, by=0.0):
+    return Completion(text="", token_ids=list(tokens), logprobs=[{t: -0.1 + by} for t in tokens],
+                      finish_reason="length")
+
+
+def test_another_settings_answer_within_the_paths_noise_is_no_wrong_answer():
+    """Under a noisy path's profile an answer moved by a few bf16 steps is a
+    right one: power over it would fail a healthy engine. Beyond the noise,
+    or on an exact path at all, it stays a wrong answer power must reject."""
+    alone = crafted_run(ROWS, [out(1, 2), out(3, 4)], None, how="each_alone")
+    other = crafted_run(ROWS, [moved(1, 2, by=0.01), moved(9, 9)], None)
+    c = check()
+    wrong = c.told_apart(other, alone, "the unforced batch's answer", path="tp")
+    assert list(wrong) == ["clip1"] and wrong["clip1"]["the unforced batch's answer"].token_ids == [9, 9]
+    assert list(c.record.evidence["within_noise"]["the unforced batch's answer"]) == ["clip0"]
+    exact = check().told_apart(other, alone, "the unforced batch's answer")
+    assert sorted(exact) == ["clip0", "clip1"]
+
+
+def test_an_answer_told_apart_is_still_the_name_of_a_failing_answer():
+    alone = crafted_run(ROWS, [out(1, 2), out(3, 4)], None, how="each_alone")
+    unforced = crafted_run(ROWS, [out(1, 2), out(7, 7)], None)
+    forced = crafted_run(ROWS, [out(1, 2), out(7, 7)], None)
+    c = check()
+    with pytest.raises(CheckFailure) as e:
+        c.all_invariant(forced, alone, wrong=c.told_apart(unforced, alone, "the unforced batch's answer"))
+    assert e.value.cause == Cause.MISMATCH and "the unforced batch's answer" in e.value.message

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.files import load_toml
+from harness.files import cache_dir, load_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_FILE = ROOT / "noise_profiles.toml"
@@ -190,8 +190,7 @@ def cache_file() -> Path:
     machines: $MMHARNESS_NOISE_PROFILES, else in the harness's cache."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("MMHARNESS_CACHE")
-    return (Path(base) if base else ROOT / ".cache") / CACHE_NAME
+    return cache_dir(CACHE_NAME)
 
 
 def profile_files() -> list[Path]:

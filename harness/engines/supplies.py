@@ -29,8 +29,8 @@ from importlib import metadata
 from pathlib import Path
 
 from fixtures.tiny_models import ARCH_PACKAGES
+from harness.files import cache_dir
 
-ROOT = Path(__file__).resolve().parents[2]
 TORCHAUDIO_HINT = ("pip install --no-deps torchaudio==2.11.1, then delete its torchaudio/lib/*.so "
                    "(the Python resampler needs none)")
 TIMM_HINT = ARCH_PACKAGES["gemma3n"]["timm"]
@@ -41,8 +41,7 @@ NO_TORCHCODEC = ('raise ImportError("torchcodec cannot load beside this torch; t
 
 
 def supplies_root() -> Path:
-    base = os.environ.get("MMHARNESS_CACHE")
-    return (Path(base) if base else ROOT / ".cache") / "engine-supplies"
+    return cache_dir("engine-supplies")
 
 
 def _cannot_load(identity: dict, name: str) -> bool:

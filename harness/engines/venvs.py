@@ -34,11 +34,11 @@ from packaging.utils import canonicalize_name
 from harness.children import run_child
 from harness.engines import asof, dated, pipsources
 from harness.engines.asof import NOW, RELEASE_DAY, AsOf, AsOfError
+from harness.files import cache_dir
 from harness.index import PYPI_SIMPLE
 from harness.setup.venv import repair_engine_packages
 from harness.versions import parse_spec
 
-ROOT = Path(__file__).resolve().parents[2]
 STAMP = ".mmharness-engine.json"
 # The libraries `engines list` and a bisect's report show beside the engine (the manifest holds all).
 KEY_LIBRARIES = ("transformers", "torch", "tokenizers", "huggingface-hub", "kernels")
@@ -101,8 +101,7 @@ def venv_metadata(python: Path) -> dict:
 
 
 def venvs_root() -> Path:
-    base = os.environ.get("MMHARNESS_CACHE")
-    return (Path(base) if base else ROOT / ".cache") / "engine-venvs"
+    return cache_dir("engine-venvs")
 
 
 def pin_suffix(pins: tuple[str, ...]) -> str:

@@ -285,6 +285,29 @@ class Check:
             self.isolated(reference, label)
             self._held(run, reference, label, wrong=(wrong or {}).get(label), path=path)
 
+    def told_apart(self, other: Run, reference: Run, name: str, *, path: str = "same-stack") -> dict[str, dict]:
+        """`other`'s answers to the same inputs (another setting's), as the
+        wrong answers named `name` for `all_invariant`, where the comparator
+        on `path` tells them from `reference`'s. An answer within the path's
+        noise (on an exact host: the same tokens and logprobs) is a right
+        answer, not one a bug would give: the record lists it, and power is
+        not asked over it."""
+        wrong, within = {}, {}
+        profile = self.profile(reference, path)
+        for label in reference.labels:
+            answer = other[label]
+            if not isinstance(answer, Completion):
+                continue
+            cmp = compare_greedy(answer, reference[label], profile, labels=(name, f"{label} ({reference.how})"),
+                                 follow=reference.follower(label))
+            if cmp.ok:
+                within[label] = cmp.message
+            else:
+                wrong[label] = {name: answer}
+        if within:
+            self.record.evidence.setdefault("within_noise", {})[name] = within
+        return wrong
+
     def across_tp(self, run: Run, reference: Run, tp: int) -> None:
         """Every request's output at TP `tp` equals its output at TP 1, within
         the TP profile, followed past any split it tolerates."""
