@@ -165,3 +165,11 @@ def test_video_is_deterministic_per_seed_and_differs_across_seeds():
 def test_non_positive_video_sizes_are_refused(num_frames, width, height):
     with pytest.raises(ValueError, match="num_frames|width|height"):
         media.video_frames(num_frames, width, height)
+
+
+def test_a_clips_amplitude_is_its_peak_and_out_of_range_is_refused():
+    loud, quiet = (media.audio_clip(1.0, kind="tone", seed=3, amplitude=a) for a in (0.8, 0.2))
+    assert abs(float(np.abs(loud).max()) - 0.8) < 1e-3 and abs(float(np.abs(quiet).max()) - 0.2) < 1e-3
+    for bad in (0, 1.5, True, "0.5"):
+        with pytest.raises(ValueError, match="amplitude"):
+            media.audio_clip(1.0, amplitude=bad)
