@@ -173,3 +173,13 @@ def test_a_clips_amplitude_is_its_peak_and_out_of_range_is_refused():
     for bad in (0, 1.5, True, "0.5"):
         with pytest.raises(ValueError, match="amplitude"):
             media.audio_clip(1.0, amplitude=bad)
+
+
+def test_clips_of_one_duration_differ_in_level_as_well_as_seed():
+    """A noisy host's tolerance tells apart only answers to clips that differ
+    enough: clips of one length have peaks of their own, from the levels."""
+    from harness.workloads import audio
+
+    work = audio.clip_workload("equal", [3.0] * 5)
+    peaks = [round(float(np.abs(r.source.samples).max()), 2) for r in work.requests]
+    assert sorted(peaks) == sorted(audio.LEVELS)

@@ -19,8 +19,8 @@ from harness.workloads.request import Request, Workload
 SAMPLE_RATE = 16000
 PROMPT = "What do you hear?"
 BASE_DURATIONS_S = (1.0, 3.5, 7.0, 12.0)
-# Peak levels of a workload's clips, in turn: five, so that with three kinds
-# and four base durations no two clips of a load of 15 share kind and level.
+# Peak levels of a workload's clips, in turn: five beside the three kinds, so
+# that no two of 15 clips in a row share both.
 LEVELS = (0.5, 0.2, 0.8, 0.35, 0.65)
 
 
