@@ -24,9 +24,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.files import cache_dir, load_toml
+from harness.files import ROOT, cache_dir, load_toml
 
-ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_FILE = ROOT / "noise_profiles.toml"
 CACHE_NAME = "noise-profiles.toml"
 # The numeric paths a comparison may declare, and what differs between its sides.
@@ -238,14 +237,14 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
     profiles = all_profiles() if profiles is None else profiles
     same = [p for p in profiles if (p.tier, p.model, p.path) == (tier, model, path) and p.dtype in ("*", dtype)]
     mine = [p for p in same if p.host == host]
-    for profile in mine[:1]:
-        if profile.refused:
-            shadowed = [p.source for p in mine[1:] if not p.refused]
-            raise RefusedProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
-                                 f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})"
-                                 + (f"; that refusal in {profile.source} wins over the profile in "
-                                    f"{', '.join(shadowed)}: calibrate again, or remove it there" if shadowed else ""))
-        return profile
+    if mine and not mine[0].refused:
+        return mine[0]
+    if mine:
+        profile, shadowed = mine[0], [p.source for p in mine[1:] if not p.refused]
+        raise RefusedProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
+                             f"judges it here: {profile.refused} (figures {profile.figures}; {profile.measured})"
+                             + (f"; that refusal in {profile.source} wins over the profile in "
+                                f"{', '.join(shadowed)}: calibrate again, or remove it there" if shadowed else ""))
     others = sorted({p.host for p in same})
     raise NoProfile(f"no noise profile for {model} on path {path} on host kind {host} ({tier} tier, dtype "
                     f"{dtype})" + (f"; profiles of other host kinds ({', '.join(others)}) are never used here"
