@@ -8,7 +8,7 @@ Durations are each check's setup + call + teardown in a real CPU-tier run
 (benchmarks/data/durations_cpu.json, taken from its results.json); a
 module x model group's engine starts are inside its checks' seconds.
 
-- longest-first: harness.shards.plan_shards with those durations.
+- longest-first: harness.schedule.shards.plan_shards with those durations.
 - group hash: the same with no history (every group new, placed by its
   stable hash): what a first sharded run gets.
 - check hash: pytest-shard's way, each check by a hash of its id. A group
@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from harness.models import models_for
-from harness.shards import ENGINE_START_S, Group, groups_of_check_ids, plan_shards, stable_hash
+from harness.schedule.shards import ENGINE_START_S, Group, groups_of_check_ids, plan_shards, stable_hash
 
 DATA = Path(__file__).resolve().parent / "data" / "durations_cpu.json"
 

@@ -22,12 +22,13 @@ import pytest
 
 from harness.verdicts import Cause, Verdict
 from harness.engines import pool as pool_mod
-from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLeft, run_devices, slot_cores
+from harness.engines.devices import VISIBLE_ENV, DeviceLedger, Lease, NoDeviceLeft, run_devices
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.outcomes import EngineCrashed, EngineStartupFailed
 from harness.engines.parallel import BIND_ENV, TP_ARG, NotHostable
 from harness.engines.pool import EnginePool, EngineSpec, EngineHandle
 from harness.engines.teardown import teardown_record
+from harness.schedule.placement import SHUTDOWN_GRACE_ENV, CpuTurn, GpuLeases, slot_cores
 from harness.units import GiB
 
 TP_MIX = [1, 2, 1, 4, 8, 2]
@@ -214,7 +215,7 @@ def gpu_pool(tmp_path, monkeypatch, fake_nvml):
     monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
     interpreter = EngineInterpreter(tier="gpu")
     pool = EnginePool(interpreter, tmp_path / "engines", leak_wait_s=0.3,
-                      ledger=DeviceLedger(tmp_path / "devices.json", [0, 1]))
+                      placement=GpuLeases(DeviceLedger(tmp_path / "devices.json", [0, 1])))
     yield pool
     pool.close_all()
 
@@ -228,8 +229,8 @@ def test_an_engine_runs_on_its_own_gpus_and_makes_room_from_this_worker(gpu_pool
     """The GPUs go back to the ledger only once NVML shows them at their
     baseline: here memory lingers for a few reads after the engine closed."""
     at_release = []
-    release = gpu_pool.ledger.release
-    monkeypatch.setattr(gpu_pool.ledger, "release", lambda lease, lost=None: (
+    release = gpu_pool.placement.ledger.release
+    monkeypatch.setattr(gpu_pool.placement.ledger, "release", lambda lease, lost=None: (
         at_release.append({d: list(GpuStandIn.used[d]) for d in lease.devices}), release(lease, lost))[1])
     GpuStandIn.lingering, gpu_pool.leak_wait_s = 2, 10.0
     one = handle(gpu_pool, label="s1", name="tp1")
@@ -269,7 +270,7 @@ def test_an_engine_that_failed_to_start_gives_its_gpus_back_only_once_its_memory
     [entry] = gpu_pool.retired
     assert entry.served == ["s-oom"] and entry.taken_out == [0]
     assert "served: s-oom" in teardown_record(entry).message
-    assert gpu_pool.ledger.lost() == {0: "memory not back after engine 01-offline-m (served: s-oom)"}
+    assert gpu_pool.placement.ledger.lost() == {0: "memory not back after engine 01-offline-m (served: s-oom)"}
 
 
 def test_a_retried_start_gives_its_lease_back_and_takes_its_own(gpu_pool):
@@ -285,10 +286,10 @@ def test_a_retried_start_gives_its_lease_back_and_takes_its_own(gpu_pool):
     [attempt] = up.attempts
     assert attempt["retried"] == "port race" and attempt["log"] == str(failed.engine.log_path)
     assert list(gpu_pool.handles.values()) == [up] and up.lease is not failed.lease
-    held = gpu_pool.ledger.state()["held"]  # the failed start's GPU came back; only the retry's is held
-    assert list(held) == ["0"] and held["0"]["holder"] == "s-race" and gpu_pool.ledger.lost() == {}
+    held = gpu_pool.placement.ledger.state()["held"]  # the failed start's GPU came back; only the retry's is held
+    assert list(held) == ["0"] and held["0"]["holder"] == "s-race" and gpu_pool.placement.ledger.lost() == {}
     gpu_pool.release_since(0)
-    assert gpu_pool.ledger.state()["held"] == {} and gpu_pool.ledger.lost() == {}
+    assert gpu_pool.placement.ledger.state()["held"] == {} and gpu_pool.placement.ledger.lost() == {}
     assert teardown_record(up).evidence["start_attempts"] == [attempt]
 
 
@@ -300,16 +301,16 @@ def test_a_card_lease_is_shared_by_its_engines_one_at_a_time(gpu_pool):
     assert first.engine.env[VISIBLE_ENV] == ref.engine.env[VISIBLE_ENV] == str(lease.devices[0])
     assert not first.engine.ready and first.evicted
     # the card's GPU stays the card's until it gives it back
-    assert gpu_pool.ledger.state()["held"][str(lease.devices[0])]["holder"] == "card l4-22g for m"
+    assert gpu_pool.placement.ledger.state()["held"][str(lease.devices[0])]["holder"] == "card l4-22g for m"
     gpu_pool.return_card(lease, {lease.devices[0]: BASE})
-    assert gpu_pool.ledger.state()["held"] == {} and gpu_pool.ledger.lost() == {}
+    assert gpu_pool.placement.ledger.state()["held"] == {} and gpu_pool.placement.ledger.lost() == {}
 
 
 def test_the_cpu_tier_holds_one_engine_turn_while_its_engines_are_up(tmp_path, monkeypatch):
     monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
     GpuStandIn.used = {0: [BASE]}
     turn = DeviceLedger.turn(tmp_path / "engine-turn.json")
-    pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False, ledger=turn)
+    pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False, placement=CpuTurn(turn))
     engine = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
     handle(pool, {"x": 1}, label="s2", name="m", env={VISIBLE_ENV: "0"})
     assert set(turn.state()["held"]) == {"0"} and engine.env == {VISIBLE_ENV: "0"}  # no GPUs given
@@ -324,11 +325,11 @@ def test_a_tp_engine_gets_the_longer_exit_grace_with_every_slot_its_own(tmp_path
     monkeypatch.setattr(pool_mod, "OfflineEngine", GpuStandIn)
     GpuStandIn.used = {0: [BASE]}
     pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False,
-                      ledger=DeviceLedger.turn(tmp_path / "engine-turn.json"))
+                      placement=CpuTurn(DeviceLedger.turn(tmp_path / "engine-turn.json")))
     tp1 = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
     tp2 = handle(pool, {TP_ARG: 2}, label="s2", name="m", env={VISIBLE_ENV: "0", BIND_ENV: "0|1"}).engine
     assert tp1.env == {VISIBLE_ENV: "0"}
-    assert tp2.env[pool_mod.SHUTDOWN_GRACE_ENV] == "20" and tp2.env[BIND_ENV] == "0|1"
+    assert tp2.env[SHUTDOWN_GRACE_ENV] == "20" and tp2.env[BIND_ENV] == "0|1"
     pool.close_all()
 
 
@@ -362,7 +363,7 @@ def two_slot_turn(tmp_path, monkeypatch):
     other.start()
     assert held.wait(20)
     pool = EnginePool(EngineInterpreter(tier="cpu"), tmp_path / "engines", watch_memory=False,
-                      ledger=DeviceLedger.turn(path, 2))
+                      placement=CpuTurn(DeviceLedger.turn(path, 2)))
     yield pool, release
     release.set()
     other.join(20)
@@ -377,10 +378,10 @@ def test_beside_another_worker_an_engine_computes_on_its_own_slots_core(two_slot
     tp1 = handle(pool, label="s1", name="m", env={VISIBLE_ENV: "0"}).engine
     tp2 = handle(pool, {TP_ARG: 2}, label="s2", name="m", env={VISIBLE_ENV: "0", BIND_ENV: "0|1"}).engine
     assert tp1.env[BIND_ENV] == "1" and tp2.env[BIND_ENV] == "0|1"
-    assert pool_mod.SHUTDOWN_GRACE_ENV not in tp1.env and tp2.env[pool_mod.SHUTDOWN_GRACE_ENV] == "20"
-    assert {d: h["pid"] == os.getpid() for d, h in pool.ledger.state()["held"].items()} == {"0": False, "1": True}
+    assert SHUTDOWN_GRACE_ENV not in tp1.env and tp2.env[SHUTDOWN_GRACE_ENV] == "20"
+    assert {d: h["pid"] == os.getpid() for d, h in pool.placement.ledger.state()["held"].items()} == {"0": False, "1": True}
     pool.release_since(0)
-    assert set(pool.ledger.state()["held"]) == {"0"}
+    assert set(pool.placement.ledger.state()["held"]) == {"0"}
 
 
 def test_a_module_alone_waits_for_every_slot_and_keeps_the_machines_placement(two_slot_turn):
@@ -388,7 +389,7 @@ def test_a_module_alone_waits_for_every_slot_and_keeps_the_machines_placement(tw
     its slot back, holds both, and is placed as in a run of one worker
     (no binding of its own)."""
     pool, release = two_slot_turn
-    pool.alone = True
+    pool.placement.alone = True
     started = []
     thread = threading.Thread(target=lambda: started.append(handle(pool, label="soak", name="m",
                                                                    env={VISIBLE_ENV: "0"}).engine))
@@ -398,7 +399,7 @@ def test_a_module_alone_waits_for_every_slot_and_keeps_the_machines_placement(tw
     release.set()
     thread.join(20)
     [engine] = started
-    assert BIND_ENV not in engine.env and set(pool.ledger.state()["held"]) == {"0", "1"}
+    assert BIND_ENV not in engine.env and set(pool.placement.ledger.state()["held"]) == {"0", "1"}
 
 
 def _waits_for_both(path: str, log: str) -> None:

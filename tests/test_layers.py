@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("harness.units", "harness.files", "harness.children", "harness.priority", "harness.versions", "harness.index",
      "harness.verdicts", "harness.compat"),
-    ("harness.memory", "harness.results", "harness.setup", "harness.shards",
+    ("harness.memory", "harness.results", "harness.setup",
      # Pure modules of higher folders that the model matrix and the shard plan read.
      "harness.soak.settings", "harness.soak.latency", "harness.cache.cells"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),

@@ -93,6 +93,6 @@ def test_scenarios_declare_their_engines_and_never_schedule_them():
         imported = [n.module for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom) and n.module]
         imported += [a.name for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Import) for a in n.names]
         assert not [m for m in imported if m.startswith(("harness.schedule", "harness.engines.pool",
-                                                         "harness.engines.devices"))], path.name
+                                                         "harness.engines.devices", "harness.engines.placement"))], path.name
         if "runner." in text and "ENGINES = (" not in text:
             pytest.fail(f"{path.name} opens engines through its runner and declares none (ENGINES)")

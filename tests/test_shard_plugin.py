@@ -155,7 +155,7 @@ CHECKER = """
 from harness.models import models_for
 from harness.plugins.engines import ENGINES
 from harness.schedule.retirement import engine_group_key
-from harness.shards import group_of_check_id
+from harness.schedule.shards import group_of_check_id
 import pytest
 
 @pytest.hookimpl(trylast=True)

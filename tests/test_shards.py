@@ -1,4 +1,4 @@
-"""The shard plan (harness/shards.py): coverage over the real scenario ids,
+"""The shard plan (harness/schedule/shards.py): coverage over the real scenario ids,
 longest-first evenness, groups kept whole, determinism, the hash fallback."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.models import models_for
-from harness.shards import (ENGINE_START_S, Group, group_cost, group_of_check_id, groups_of_check_ids,
+from harness.schedule.shards import (ENGINE_START_S, Group, group_cost, group_of_check_id, groups_of_check_ids,
                             parse_shard, module_order, plan_fingerprint, plan_shards, stable_hash)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def test_the_plan_does_not_depend_on_input_order():
 def test_the_plan_is_the_same_in_every_process():
     """Python salts str hashes per process; the plan must not move with it."""
     script = ("import sys; sys.path.insert(0, sys.argv[1]); from test_shards import _real_groups, _some_durations;"
-              "from harness.shards import plan_shards; g = _real_groups('gpu');"
+              "from harness.schedule.shards import plan_shards; g = _real_groups('gpu');"
               "print([len(s.checks) for s in plan_shards(g, {}, 4)], [len(s.checks) for s in plan_shards(g, _some_durations(g), 4)])")
     outs = {subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)], capture_output=True, text=True,
                            cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout

@@ -26,6 +26,7 @@ from harness.engines.hosts import host_kind, same_kind
 from harness.engines.pool import EnginePool
 from harness.models import models_for
 from harness.setup.cpu_features import cpu_identity
+from harness.schedule.placement import for_tier
 
 
 @dataclass
@@ -95,7 +96,7 @@ def calibrate(needs: dict[str, list[str]], *, tier: str, kernels: str, noise: fl
         entry = entries[model]
         arch = entry.tiny_arch
         built = str(interpreter.build_tiny_model(arch, overrides=entry.build)) if arch else entry.model
-        pool = EnginePool(interpreter, logs_dir / model, watch_memory=False)
+        pool = EnginePool(interpreter, logs_dir / model, watch_memory=False, placement=for_tier(tier))
         bench = procedures.Bench(entry, built, pool, ident["version"])
         try:
             done = [_one(bench, path, release, log) for path in dict.fromkeys(actual_path(p, isa) for p in wanted)]

@@ -13,11 +13,8 @@ worker) counts as free again.
     ledger.release(lease, lost={1: "leaked by ..."})  # gpu1 out for the rest of the run
 
 The CPU tier uses the same ledger over its slots, the engine turn
-(`DeviceLedger.turn`): one slot per worker up to one per core, each slot a
-share of the cores (`slot_cores`). A worker holds a slot while any engine of
-its own is up, and every slot for a module marked `alone` (the soak's
-latency, the aborts' timing), so that each worker's engines compute on cores
-of their own.
+(`DeviceLedger.turn`). Who takes what, and when, is planned in
+harness.schedule.placement.
 
 Indices are NVML's, and the lease's environment sets CUDA_DEVICE_ORDER=
 PCI_BUS_ID so that CUDA numbers the visible devices in the same order.
@@ -71,17 +68,6 @@ def run_devices(environ: dict | None = None, count: Callable[[], int] | None = N
     except ValueError:
         raise ValueError(f"{VISIBLE_ENV}={given!r}: the scheduler takes device indices "
                          "(0,1,...), not UUIDs or MIG names") from None
-
-
-def run_ledger(run_dir: Path, tier: str, workers: int = 1) -> "DeviceLedger | None":
-    """The run's ledger: its GPUs on the GPU tier (None where NVML sees
-    none: nothing to schedule), the engine turn on the CPU tier, a slot
-    for each of the run's `workers` up to one per core."""
-    if tier != "gpu":
-        slots = max(1, min(workers, len(os.sched_getaffinity(0))))
-        return DeviceLedger.turn(Path(run_dir) / "engine-turn.json", slots)
-    devices = run_devices()
-    return DeviceLedger(Path(run_dir) / "devices.json", devices) if devices else None
 
 
 class DeviceLedger:
@@ -192,17 +178,6 @@ class DeviceLedger:
 
     def lost(self) -> dict[int, str]:
         return {int(d): why for d, why in self.state()["lost"].items()}
-
-
-def slot_cores(slots: list[int], total: int, cores: list[int] | None = None) -> list[int]:
-    """The cores of these engine-turn slots, of `total`: the machine's cores
-    cut into `total` equal shares (with fewer cores than slots, slots share
-    cores in turn)."""
-    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
-    if len(cores) < total:
-        return sorted({cores[s % len(cores)] for s in slots})
-    per = len(cores) // total
-    return [c for s in sorted(slots) for c in cores[s * per:(s + 1) * per]]
 
 
 def _wait_in(state: dict, holder: str) -> None:

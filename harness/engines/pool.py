@@ -13,16 +13,15 @@ up in memory across a run, and retires those a failed check ran on before
 the check runs again (`retire`); a released or retired engine's handle
 says `evicted`, so a user that comes back to it starts a new one.
 
-With a device ledger (harness.engines.devices), on the GPU tier each engine
-holds a lease of its own GPUs, sees only them, and gives them back after its
-leak check: a GPU whose memory did not come back is taken out of the run. An
-engine that cannot get its GPUs first makes room by retiring this pool's
-other engines (their handles say `evicted`). A card's GPU is leased by the card
+Where engines run is its placement's (harness.engines.placement, planned
+by harness.schedule.placement): on the GPU tier each engine holds a lease of
+its own GPUs, sees only them, and gives them back after its leak check: a
+GPU whose memory did not come back is taken out of the run. An engine that
+cannot get its GPUs first makes room by retiring this pool's other engines
+(their handles say `evicted`). A card's GPU is leased by the card
 (`card_lease`, `return_card`) and its engines run there one at a time. On
-the CPU tier the pool holds a slot of the engine turn while any of its
-engines is up, and its engines compute on that slot's cores; every slot, and
-the machine's default placement, when `alone` (a module whose timings another
-worker's engines must not disturb).
+the CPU tier the placement holds a slot of the engine turn while any of the
+pool's engines is up or starting.
 
 On the CPU tier the scheduler (harness.schedule.ahead) has the next engine
 a module needs started ahead (`start_ahead`). `get` then takes it over, and
@@ -42,11 +41,12 @@ from pathlib import Path
 from typing import Callable
 
 from harness.engines.base import Engine
-from harness.engines.devices import DeviceLedger, Lease, slot_cores
+from harness.engines.devices import Lease
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.offline import OfflineEngine
 from harness.engines.outcomes import EngineStartupFailed
-from harness.engines.parallel import BIND_ENV, tensor_parallel, threads_in_process
+from harness.engines.parallel import threads_in_process
+from harness.engines.placement import Placement, Unplaced
 from harness.engines.remote import RemoteEngine
 from harness.engines.retry import retry_for
 from harness.engines.server import ServerEngine
@@ -55,16 +55,6 @@ from harness.memory.samplers.leak import DEFAULT_WAIT_S, LeakVerdict, check_gpu_
 from harness.memory.watch import MemoryWatch
 
 KINDS = ("offline", "server", "remote")
-# vLLM's wait for its workers to exit before it terminates them (default 5 s;
-# a tree that exits sooner is not waited for), for every TP engine on the CPU
-# tier; under RETIRE_GRACE_S. Beside another worker's engine, ranks outlast
-# 5 s and leave their /dev/shm segments behind, and a pool cannot see every
-# engine beside it (a test's own run of the vision LoRA family, TP 1/2/4,
-# beside the other worker's).
-SHUTDOWN_GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
-TP_SHUTDOWN_GRACE_S = 20
-
-
 @dataclass(frozen=True)
 class EngineSpec:
     """What an engine is: its kind (offline, server, or remote: a server the
@@ -149,16 +139,13 @@ def _reusable(engine: Engine) -> bool:
 class EnginePool:
     def __init__(self, interpreter: EngineInterpreter, logs_dir: Path, *,
                  start_timeout: float = 600, request_timeout: float = 600, watch_memory: bool = True,
-                 ledger: DeviceLedger | None = None, leak_wait_s: float = DEFAULT_WAIT_S,
+                 placement: Placement | None = None, leak_wait_s: float = DEFAULT_WAIT_S,
                  log_prefix: str = "", stall_s: float | None = None):
         self.interpreter, self.logs_dir = interpreter, Path(logs_dir)
-        self.ledger = ledger
+        self.placement = placement or Unplaced()
         # Before each engine log's number: an xdist worker's id, so that two
         # workers' engines never share a log (nor a teardown record's id).
         self.log_prefix = log_prefix
-        self._turn: list[Lease] = []  # CPU tier: this worker's slots of the engine turn
-        # CPU tier: this module's engines need every slot (set per module by the plugin).
-        self.alone = False
         # A card's GPUs its engines left unrecovered, taken out when the card gives it back.
         self._card_losses: dict[Lease, dict[int, str]] = {}
         self._returned: set[Lease] = set()
@@ -359,7 +346,7 @@ class EnginePool:
         if waited is not None:
             waited["s"] = time.monotonic() - asked
         cls = OfflineEngine if spec.kind == "offline" else ServerEngine
-        env = {**spec.env, **(lease.env() if lease else {}), **self._slot_env(spec)}
+        env = {**spec.env, **(lease.env() if lease else {}), **self.placement.env(spec)}
         engine = cls(spec.model, spec.args, self.interpreter, log, name=spec.name,
                      env=env | threads_in_process(env),
                      start_timeout=self.start_timeout, request_timeout=self.request_timeout)
@@ -390,21 +377,13 @@ class EnginePool:
 
     # --- devices -------------------------------------------------------------------
     def _devices_for(self, label: str, gpus: int, lease: Lease | None) -> tuple[Lease | None, bool]:
-        """The GPUs a new engine runs on (GPU tier), or the engine turn taken (CPU tier)."""
-        if self.ledger is None:
-            return None, True
-        if self.interpreter.tier != "gpu":
-            with self._lock:
-                need = len(self.ledger.devices) if self.alone else 1
-                held = sum(len(t.devices) for t in self._turn)
-                if held < need:
-                    self._turn.append(self.ledger.acquire(need - held, f"engines of pid {os.getpid()}"))
-            return None, True
+        """The GPUs a new engine runs on and whether it owns them (a card's
+        are the card's), once the placement gives them."""
         if lease is not None:  # one card, one engine on it: the one before goes
             for key in [k for k, e in self.handles.items() if e.lease == lease]:
                 self._evict(key)
             return lease, False
-        return self.ledger.acquire(gpus, label, make_room=self._make_room), True
+        return self.placement.devices_for(label, gpus, self._make_room), True
 
     def _make_room(self) -> bool:
         """Retire this pool's least recently used engine that holds GPUs of
@@ -434,40 +413,20 @@ class EnginePool:
         lost = {d: f"memory not back after engine {Path(str(handle.engine.log_path or handle.engine.name)).stem} "
                    f"(served: {', '.join(handle.served) or 'none'})" for d in handle.taken_out}
         if handle.owns_lease:
-            self.ledger.release(handle.lease, lost=lost)
+            self.placement.release(handle.lease, lost)
         else:
             self._card_losses.setdefault(handle.lease, {}).update(lost)
 
     def _end_turn(self) -> None:
-        """CPU tier: the engine turn goes to another worker once none of ours
-        is up or on its way."""
-        if self._turn and not self.handles and not self._ahead:
-            for turn in self._turn:
-                self.ledger.release(turn)
-            self._turn = []
-
-    def _slot_env(self, spec: EngineSpec) -> dict:
-        """CPU tier: every TP engine's ranks get a longer grace to exit (see
-        TP_SHUTDOWN_GRACE_S). Beside another worker, a TP 1 engine computes
-        on the first core of this worker's slots, one core as every rank of
-        the tier (harness.engines.parallel); a TP engine keeps the runner's
-        placement, a core per rank. Nothing else when the worker holds every
-        slot, as a run of one worker does."""
-        if self.interpreter.tier == "gpu":
-            return {}
-        if tensor_parallel(spec.args) > 1:
-            return {SHUTDOWN_GRACE_ENV: str(TP_SHUTDOWN_GRACE_S)}
-        slots = sorted(d for turn in self._turn for d in turn.devices)
-        if not slots or len(slots) == len(self.ledger.devices):
-            return {}
-        return {BIND_ENV: str(slot_cores(slots, len(self.ledger.devices))[0])}
+        """What the placement holds goes to another worker once none of our
+        engines is up or on its way."""
+        if not self.handles and not self._ahead:
+            self.placement.idle()
 
     def card_lease(self, holder: str) -> Lease | None:
         """One whole GPU for a card's ballast and the engines run on it
         (GPU tier with a ledger; None otherwise)."""
-        if self.ledger is None or self.interpreter.tier != "gpu":
-            return None
-        return self.ledger.acquire(1, holder, make_room=self._make_room)
+        return self.placement.card_lease(holder, self._make_room)
 
     def return_card(self, lease: Lease, baseline_used: dict[int, int]) -> None:
         """The card's ballast is gone: its GPU goes back once its memory is
@@ -480,7 +439,7 @@ class EnginePool:
             verdict = check_gpu_teardown(baseline_used, uses=[lease.holder], timeout_s=self.leak_wait_s)
             lost.update({d: f"memory not back after the card ballast of {lease.holder}"
                          for d in verdict.unrecovered_devices if d not in lost})
-        self.ledger.release(lease, lost=lost)
+        self.placement.release(lease, lost)
 
     # A retired engine's tree gets this long after SIGTERM before SIGKILL: a
     # TP 4 engine on 2 cores took 6 s to close alone and over 10 s beside

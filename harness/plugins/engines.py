@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.engines.devices import run_ledger
 from harness.engines.faults import FAULT_NAMES, fault_env
 from harness.engines.kernels import kernel_metadata, require_predicted_kernels
 from harness.engines.offline import remove_stale_socket_dirs
+from harness.engines.placement import Unplaced
 from harness.engines.pool import EnginePool
 from harness.engines.procs import reap_stale
 from harness.engines.teardown import teardown_record
@@ -36,6 +36,7 @@ from harness.memory.samplers import Sampler
 from harness.models import tier_settings
 from harness.schedule import retirement
 from harness.schedule.ahead import next_ahead
+from harness.schedule.placement import run_placement
 from harness.plugins.common import (history_path, is_check, is_controller, model_entry_of, numeric_paths_of,
                                      worker_count, worker_id)
 from harness.results.history import last_durations, read_history
@@ -47,7 +48,7 @@ from harness.runner.check import Check
 from harness.runner.declared import SAME, module_engines
 from harness.runner.facts import attach_runs
 from harness.runner.run import engine_uses
-from harness.shards import module_order
+from harness.schedule.shards import module_order
 
 # On Ctrl-C engines get this long to stop before they are killed.
 INTERRUPT_GRACE_S = 1.0
@@ -120,12 +121,12 @@ def engine_pool(pytestconfig, engine_interpreter):
     run_dir = Path(pytestconfig.hook.pytest_mmharness_run_dir(config=pytestconfig))
     # The ledger is the run's, shared by its xdist workers: GPUs on the GPU
     # tier, the engine turn on the CPU tier, a slot per worker up to one per
-    # core (harness.engines.devices).
+    # core (harness.schedule.placement).
     stall_s = pytestconfig.getoption("stall_seconds") or tier_settings(
         engine_interpreter.tier, pytestconfig.getoption("models_file")).stall_s
     pool = EnginePool(engine_interpreter, RunLayout(run_dir).engines_dir, stall_s=stall_s,
-                      ledger=None if state.engine_url else run_ledger(run_dir, engine_interpreter.tier,
-                                                                      worker_count(pytestconfig)),
+                      placement=Unplaced() if state.engine_url else run_placement(
+                          run_dir, engine_interpreter.tier, worker_count(pytestconfig)),
                       log_prefix="" if (worker := worker_id(pytestconfig)) == "main" else f"{worker}-")
     pool.on_start = lambda start: pytestconfig.hook.pytest_mmharness_engine_start(config=pytestconfig, start=start)
     # The share of the run the engine starts took is over every worker's time.
@@ -145,7 +146,7 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
     (see pytest_runtest_teardown)."""
     state = pytestconfig.stash[ENGINES]
     # CPU tier: a module marked `alone` has the machine to itself (every slot of the engine turn).
-    engine_pool.alone = request.node.get_closest_marker("alone") is not None
+    engine_pool.placement.alone = request.node.get_closest_marker("alone") is not None
 
     def on_engine(engine) -> None:
         ident = engine.identity

@@ -1,5 +1,5 @@
 """pytest plugin: `--shard I/N` runs one of N shards whose wall times come
-out even (harness/shards.py), planned from the last known durations in
+out even (harness/schedule/shards.py), planned from the last known durations in
 --history.
 
 The other shards' checks are deselected (pytest reports them so), after
@@ -19,7 +19,7 @@ import pytest
 from harness.plugins.common import history_path
 from harness.schedule.retirement import engine_group_key
 from harness.results.history import last_durations, read_history
-from harness.shards import Group, Shard, ShardSpec, parse_shard, plan_fingerprint, plan_shards
+from harness.schedule.shards import Group, Shard, ShardSpec, parse_shard, plan_fingerprint, plan_shards
 
 @dataclasses.dataclass
 class Sharding:

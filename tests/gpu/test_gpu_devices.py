@@ -28,6 +28,7 @@ from harness.engines.devices import DeviceLedger, NoDeviceLeft, run_devices
 from harness.engines.interpreter import EngineInterpreter
 from harness.engines.parallel import NotHostable
 from harness.engines.pool import EnginePool
+from harness.schedule.placement import GpuLeases
 from harness.memory.card import emulation_unavailable_reason, get_profile
 from harness.memory.card.emulation import card_answer
 from harness.memory.nvml import Nvml
@@ -99,7 +100,7 @@ def pool(tmp_path, monkeypatch, devices):
     monkeypatch.setattr(pool_mod, "OfflineEngine", CudaHolder)
     monkeypatch.setattr(CudaHolder, "keep_holding", False)
     pool = EnginePool(EngineInterpreter(tier="gpu"), tmp_path / "engines", leak_wait_s=10,
-                      ledger=DeviceLedger(tmp_path / "devices.json", devices[-1:]))
+                      placement=GpuLeases(DeviceLedger(tmp_path / "devices.json", devices[-1:])))
     yield pool
     pool.close_all()
 
@@ -140,7 +141,7 @@ def test_the_gpu_comes_back_once_a_real_allocation_is_freed(pool, devices):
     verdict = entry.leak_verdict
     assert verdict.ok and entry.taken_out == [], verdict.message
     assert used(device) - before < verdict.recoveries[0].margin
-    assert pool.ledger.state()["held"] == {} and pool.ledger.lost() == {}
+    assert pool.placement.ledger.state()["held"] == {} and pool.placement.ledger.lost() == {}
     assert pool.get(pool.spec("offline", "m", name="m"), label="s-next").engine.seen[0] == 1
 
 
@@ -175,7 +176,7 @@ def test_a_cards_ballast_holds_its_leased_gpu_and_gives_it_back(pool, devices):
         assert card.emulating and card.device == device and ballasts.lease.devices == (device,)
         with Nvml() as nvml:
             assert abs(nvml.memory(device).free - card.ready.free_bytes) < 64 * MiB
-        assert pool.ledger.state()["held"][str(device)]["holder"] == f"card {profile.id} for m"
+        assert pool.placement.ledger.state()["held"][str(device)]["holder"] == f"card {profile.id} for m"
     finally:
         ballasts.close()
-    assert pool.ledger.state()["held"] == {} and pool.ledger.lost() == {}
+    assert pool.placement.ledger.state()["held"] == {} and pool.placement.ledger.lost() == {}
