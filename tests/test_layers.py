@@ -17,8 +17,8 @@ LAYERS = [
     ("harness.units", "harness.files", "harness.children", "harness.priority", "harness.versions", "harness.index",
      "harness.verdicts", "harness.compat"),
     ("harness.memory", "harness.results", "harness.setup",
-     # Pure modules of higher folders that the model matrix and the shard plan read.
-     "harness.soak.settings", "harness.soak.latency", "harness.cache.cells"),
+     # Pure modules of a higher folder that the model matrix reads.
+     "harness.soak.settings", "harness.soak.latency"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters",
      "harness.soak", "harness.cache"),
