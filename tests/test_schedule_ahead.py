@@ -96,3 +96,44 @@ def test_scenarios_declare_their_engines_and_never_schedule_them():
                                                          "harness.engines.devices", "harness.engines.placement"))], path.name
         if "runner." in text and "ENGINES = (" not in text:
             pytest.fail(f"{path.name} opens engines through its runner and declares none (ENGINES)")
+
+
+def test_a_reference_opens_with_its_calls_own_arguments_so_nothing_unused_starts_ahead():
+    """The scheduler resolves a module's other engines (SAME: the opening
+    call's arguments) from what the scenario's call gave: were it given
+    the reference's (caches off), it would start ahead an offline engine
+    with the reference's arguments, which nothing uses (three such starts
+    in a make run on 2026-12-07)."""
+    import contextlib
+
+    from harness.engines.base import Sampling
+    from harness.engines.pool import EngineHandle
+    from harness.models import ModelEntry
+    from harness.runner import Runner
+    from harness.runner.runner import REFERENCE_ARGS
+    from harness.workloads.request import Request, Workload
+
+    class Pool:
+        interpreter = SimpleNamespace(identity={"version": "0.32.0"}, python="py", tier="cpu")
+
+        def spec(self, kind, model, args=None, env=None, name="engine"):
+            return EngineSpec(kind, model, "py", dict(args or {}), dict(env or {}), name)
+
+        def get(self, spec, **kw):
+            return EngineHandle(SimpleNamespace(
+                chat=lambda convs, sampling, adapters=None: ["answer"] * len(convs), mark=lambda: None,
+                observations=None, kind="stub", identity={},
+                control=SimpleNamespace(steering=lambda **steer: contextlib.nullcontext())))
+
+    opened = []
+    runner = Runner(ModelEntry("cpu", "m", "org/m", frozenset({"text"}), {}), "org/m", "family", Pool(),
+                    on_engine=lambda e: None, on_open=lambda spec, call_args: opened.append((spec, call_args)))
+    work = Workload("w", (Request("q", [{"role": "user", "content": "hi"}]),))
+    card = {"max_num_seqs": 2}
+    runner.batch(work, Sampling(max_tokens=1), engine_args=card)
+    runner.each_alone(work, Sampling(max_tokens=1), engine_args=card).use
+    (batch, batch_call), (reference, reference_call) = opened
+    assert batch_call == reference_call == card
+    assert reference.args.items() >= REFERENCE_ARGS.items() and not batch.args.items() >= REFERENCE_ARGS.items()
+    # What the plugin resolves for the module's offline engine from the reference's opening: the batch's engine.
+    assert runner.spec_of("offline", reference_call).key == batch.key

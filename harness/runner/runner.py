@@ -155,7 +155,7 @@ class Runner:
                                    for q in work.requests]
 
         def send() -> Sent:
-            use = self._use(kind, workload, args, role="reference")
+            use = self._use(kind, workload, args, role="reference", call_args=engine_args)
             if memo is None:
                 return _sent(use, workload, alone(workload), sampling)
             return _remembered(use, workload, sampling, memo, lambda one: _sent(use, one, alone(one), sampling))
@@ -332,7 +332,10 @@ class Runner:
         return f"{self.family}[{self.entry.name}{suffix}]"
 
     def _use(self, kind: str, workload: Workload, engine_args: dict | None, role: str = "",
-             env: dict | None = None) -> EngineUse:
+             env: dict | None = None, call_args: dict | None = None) -> EngineUse:
+        """`call_args`: the arguments the scenario's call gave, where
+        `engine_args` are made of them (a reference's: its caches off); the
+        scheduler resolves the module's other engines from the call's."""
         if self.remote_url and kind != "server":
             pytest.skip(f"{kind} engine: --engine-url targets a remote server, "
                         "so only server-kind scenarios run")
@@ -345,7 +348,7 @@ class Runner:
         key = f"{label} {spec.key}"
         use = self._uses.get(key)
         if use is None or (use.handle is not None and use.handle.evicted):
-            self._on_open(spec, engine_args)
+            self._on_open(spec, engine_args if call_args is None else call_args)
             self._uses[key] = self._open(spec, label)  # again, if its GPUs went to another
         return self._uses[key]
 
