@@ -100,12 +100,17 @@ def ref_args_for(runner, tp: int) -> dict:
     return {**lora_args_for(runner, tp), "max_loras": lora.REFERENCE_MAX_LORAS}
 
 
+# The TP-invariance reference's engine: TP 1, caches off, every adapter resident.
+TP1_REFERENCE_ARGS = {"max_loras": lora.REFERENCE_MAX_LORAS, **REFERENCE_ARGS}
+
 # Per TP size: the reference engine, and the engine under test, started
-# beside it (above TP 1 on the CPU tier they are one engine; the TP 1
-# reference of tp1_mixed is computed during the TP 1 checks).
+# beside it (above TP 1 on the CPU tier they are one engine). The TP 1
+# reference of tp1_mixed is computed during the TP 1 checks, and its engine
+# kept for every TP size's invariance check, which follows a split on it.
 ENGINES = (
     Engine("reference", used_by=("served",), args=lambda runner, params: ref_args_for(runner, params["tp"])),
     Engine("offline", used_by=("lora_args",), args=lambda runner, params: lora_args_for(runner, params["tp"])),
+    Engine("offline", used_by=("tp1_mixed",), args=lambda runner, params: TP1_REFERENCE_ARGS),
 )
 
 
@@ -395,8 +400,7 @@ def tp1_mixed(runner, adapters):
         if not made:
             work = lora.mixed("tp-reference", [("image", None), ("image", adapters.tower),
                                                ("image", adapters.lm), ("text", adapters.lm)])
-            args = {"max_loras": lora.REFERENCE_MAX_LORAS, **REFERENCE_ARGS}
-            made.append((work, runner.batch(work, SAMPLING, engine_args=args)))
+            made.append((work, runner.batch(work, SAMPLING, engine_args=TP1_REFERENCE_ARGS)))
         return made[0]
     return get
 

@@ -105,3 +105,14 @@ def test_engines_released_at_a_modules_end_say_so_to_a_rerun_of_its_last_check(p
     handle = pool.get(pool.spec("offline", "m"), label="batch")
     assert pool.release_since(mark) == [handle] and handle.evicted
     assert pool.retire([handle]) == [] and len(pool.retired) == 1  # retired once
+
+
+def test_a_release_keeps_the_engines_a_later_check_needs(pool):
+    """At a TP size's or a cache cell's end, the engines that a later group
+    of the module declares it uses stay up; the others are retired."""
+    mark = pool.mark()
+    kept = pool.get(pool.spec("offline", "m", {"ref": 1}, name="m"), label="a")
+    gone = pool.get(pool.spec("offline", "m", {"tp": 2}, name="m"), label="b")
+    assert pool.release_since(mark, name="m", keep={kept.spec.key}) == [gone]
+    assert gone.evicted and gone.engine.closed and not kept.evicted and not kept.engine.closed
+    assert pool.get(pool.spec("offline", "m", {"ref": 1}, name="m"), label="c") is kept

@@ -42,3 +42,23 @@ def test_the_remaining_checks_are_the_current_modules_of_its_model_from_it_on():
     current = items[3]  # b.py::equal[g4]
     assert [i.nodeid for i in remaining(items, current)] == ["scenarios/b.py::equal[g4]", "scenarios/b.py::load[g4]"]
     assert [i.nodeid for i in remaining(items, items[-1])] == ["scenarios/b.py::load[g3n]"]
+
+
+def test_the_engines_still_needed_are_those_later_checks_declare_resolved_for_their_parameters():
+    """A TP size's group keeps the TP 1 reference that the next sizes' checks
+    use; an engine of the opening call's arguments (SAME) cannot be known
+    before that call and is not kept; a check using neither keeps nothing."""
+    from harness.runner.declared import SAME, Engine
+    from harness.schedule.retirement import still_needed
+
+    def check(test, fixtures, tp):
+        return SimpleNamespace(nodeid=f"scenarios/l.py::{test}[tp{tp}-g4]", originalname=test,
+                               fixturenames=["runner", *fixtures], callspec=SimpleNamespace(params={"tp": tp}))
+    declared = (Engine("offline", used_by=("lora_args",), args=lambda runner, params: {"tp": params["tp"]}),
+                Engine("offline", used_by=("tp1_mixed",), args=lambda runner, params: {"tp": 1, "ref": True}),
+                Engine("reference", used_by=("lora_args",), args=SAME))
+    resolve = lambda engine, params: SimpleNamespace(key=repr(sorted(engine.args(None, params).items())))  # noqa: E731
+    later = [check("test_probe", ["lora_args"], 2), check("test_tp_invariance", ["tp1_mixed", "lora_args"], 2)]
+    assert still_needed(declared, later, resolve) == {"[('tp', 2)]", "[('ref', True), ('tp', 1)]"}
+    assert still_needed(declared, [check("test_budget", [], 2)], resolve) == set()
+    assert still_needed(declared, later, lambda engine, params: None) == set()

@@ -264,12 +264,15 @@ class EnginePool:
         """A point in the run; `release_since(mark)` retires what was handed out after it."""
         return self._handed_out
 
-    def release_since(self, mark: int, *, name: str | None = None) -> list[EngineHandle]:
+    def release_since(self, mark: int, *, name: str | None = None,
+                      keep: frozenset[str] | set[str] = frozenset()) -> list[EngineHandle]:
         """Retire the engines handed out since `mark` (a module's, when its
         checks are done), only those called `name` if given (one model's),
-        and run their leak checks at once."""
+        but for those whose spec key is in `keep` (a later check needs
+        them), and run their leak checks at once."""
         return self._release([e for e in self.handles.values()
-                              if e.last_handed_out > mark and (name is None or e.engine.name == name)])
+                              if e.last_handed_out > mark and (name is None or e.engine.name == name)
+                              and (e.spec is None or e.spec.key not in keep)])
 
     def retire(self, handles: list[EngineHandle]) -> list[EngineHandle]:
         """Retire these engines now, those not retired yet, and run their

@@ -66,6 +66,9 @@ class Engines:
     module_mark: int = 0
     # The check now running: the engines started ahead serve the checks from it on.
     item: pytest.Item | None = None
+    # Each module's runner of each model, and the module's declared engines:
+    # what resolves the engines its later checks need.
+    runners: dict[tuple[str, str], tuple[Runner, tuple]] = field(default_factory=dict)
 
 
 ENGINES = pytest.StashKey[Engines]()
@@ -161,7 +164,21 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
     made = Runner(model_entry, model_paths(model_entry), request.node.name.removesuffix(".py"),
                   engine_pool, remote_url=state.engine_url, env=state.fault_env, on_engine=on_engine,
                   on_open=lambda spec, call_args: _start_next_ahead(state, made, declared, spec, call_args))
+    state.runners[(request.node.nodeid, model_entry.name)] = (made, declared)
     return made
+
+
+_NO_CALL = object()
+
+
+def _resolver(runner: Runner, call_args=_NO_CALL):
+    """A declared engine's spec for a check's parameters: SAME takes the
+    opening call's arguments (with no call, it cannot be resolved)."""
+    def resolve(engine, params: dict):
+        if engine.args is SAME:
+            return None if call_args is _NO_CALL else runner.spec_of(engine.kind, call_args)
+        return runner.spec_of(engine.kind, engine.args(runner, params) if engine.args else None)
+    return resolve
 
 
 def _start_next_ahead(state: Engines, runner: Runner, declared: tuple, opening, call_args: dict | None) -> None:
@@ -172,10 +189,7 @@ def _start_next_ahead(state: Engines, runner: Runner, declared: tuple, opening, 
     if not declared or pool is None or item is None or pool.starting_ahead():
         return
 
-    def resolve(engine, params: dict):
-        args = call_args if engine.args is SAME else engine.args(runner, params) if engine.args else None
-        return runner.spec_of(engine.kind, args)
-    spec = next_ahead(declared, retirement.remaining(item.session.items, item), resolve,
+    spec = next_ahead(declared, retirement.remaining(item.session.items, item), _resolver(runner, call_args),
                       busy=lambda key: key == opening.key or pool.holds(key))
     if spec is not None:
         pool.start_ahead(spec, label=f"{runner.family}[{runner.entry.name}-ahead]")
@@ -242,11 +256,24 @@ def _retire_after(item: pytest.Item) -> None:
     if state.pool is None or ends is None:
         return
     if ends.module:
+        module = item.nodeid.split("::", 1)[0]
+        state.runners = {key: opened for key, opened in state.runners.items() if key[0] != module}
         state.pool.drop_ahead()
         state.pool.release_since(state.module_mark)
         state.module_mark = state.pool.mark()
     elif ends.model:
-        state.pool.release_since(state.module_mark, name=ends.model)
+        state.pool.release_since(state.module_mark, name=ends.model, keep=_kept(state, item, ends.model))
+
+
+def _kept(state: Engines, item: pytest.Item, model: str) -> set[str]:
+    """The engines of this group that a later group of the module's checks
+    of the model declares it uses (harness.schedule.retirement.still_needed)."""
+    opened = state.runners.get((item.nodeid.split("::", 1)[0], model))
+    if opened is None:
+        return set()
+    runner, declared = opened
+    later = retirement.remaining(item.session.items, item)[1:]
+    return retirement.still_needed(declared, later, _resolver(runner))
 
 
 def pytest_mmharness_rerun(item: pytest.Item, cause: str, held: list) -> None:

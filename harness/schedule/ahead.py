@@ -20,14 +20,7 @@ import pytest
 from harness.engines.parallel import tensor_parallel
 from harness.engines.pool import EngineSpec
 from harness.runner.declared import Engine
-from harness.schedule.retirement import params_of
-
-
-def needs(engine: Engine, item: pytest.Item) -> bool:
-    """Whether the check uses the engine: it asks for one of its fixtures,
-    or is one of its tests."""
-    return (any(name in getattr(item, "fixturenames", ()) for name in engine.used_by)
-            or getattr(item, "originalname", None) in engine.used_by)
+from harness.schedule.retirement import needs, params_of
 
 
 def next_ahead(declared: tuple[Engine, ...], remaining: list[pytest.Item],

@@ -3,12 +3,19 @@ future, the collected order can. Engines are named after their model, and a
 module's scenarios open engines only through its `runner` (one per model).
 A group is a module's checks of one model (and one value of each engine
 parameter): `group_of` and `remaining` give the checks still to run in
-the current one (what the engines started ahead serve)."""
+the current one (what the engines started ahead serve). At a group's end
+its engines are retired, but for those that a later group of the module's
+checks of the model declares it uses (`still_needed`): a TP size's or a
+cache cell's checks that need the TP 1 reference engine of the group
+before them keep it instead of starting it again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import pytest
+
+from harness.runner.declared import SAME, Engine
 
 
 @dataclass(frozen=True)
@@ -79,3 +86,26 @@ def remaining(items: list[pytest.Item], current: pytest.Item) -> list[pytest.Ite
     start = next((n for n, item in enumerate(items) if item is current), len(items))
     return [item for item in items[start:]
             if item.nodeid.split("::", 1)[0] == module and model_of(item) == model]
+
+
+def needs(engine: Engine, item: pytest.Item) -> bool:
+    """Whether the check uses the engine: it asks for one of its fixtures,
+    or is one of its tests."""
+    return (any(name in getattr(item, "fixturenames", ()) for name in engine.used_by)
+            or getattr(item, "originalname", None) in engine.used_by)
+
+
+def still_needed(declared: tuple[Engine, ...], later: list[pytest.Item],
+                 resolve: Callable[[Engine, dict], object | None]) -> set[str]:
+    """The spec keys of the declared engines that the `later` checks use,
+    each resolved for the check's parameters (None: it cannot be, say a
+    remote server). An engine whose arguments are the opening call's
+    (SAME) cannot be known before that call, and is not kept."""
+    keys = set()
+    for item in later:
+        for engine in declared:
+            if engine.args is not SAME and needs(engine, item):
+                spec = resolve(engine, params_of(item))
+                if spec is not None:
+                    keys.add(spec.key)
+    return keys
