@@ -168,16 +168,12 @@ def runner(request, pytestconfig, model_entry, engine_pool, model_paths) -> Runn
     return made
 
 
-_NO_CALL = object()
-
-
-def _resolver(runner: Runner, call_args=_NO_CALL):
-    """A declared engine's spec for a check's parameters: SAME takes the
-    opening call's arguments (with no call, it cannot be resolved)."""
+def _resolver(runner: Runner, call_args: dict | None = None):
+    """A declared engine's spec for a check's parameters, SAME taking the
+    opening call's arguments (retirement never asks for a SAME engine)."""
     def resolve(engine, params: dict):
-        if engine.args is SAME:
-            return None if call_args is _NO_CALL else runner.spec_of(engine.kind, call_args)
-        return runner.spec_of(engine.kind, engine.args(runner, params) if engine.args else None)
+        args = call_args if engine.args is SAME else engine.args(runner, params) if engine.args else None
+        return runner.spec_of(engine.kind, args)
     return resolve
 
 
