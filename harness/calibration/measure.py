@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 from harness.checks.comparators import Greedy
-from harness.checks.noise import BF16_STEP
+from harness.checks.noise import logit_grid, logprob_step
 from harness.engines.outcomes import Completion, NotForced
 
 HEADROOM = 2.0
@@ -56,7 +56,7 @@ class Figures:
     """What a set of answer pairs shows."""
     pairs: int = 0
     positions: int = 0          # same-token positions with both logprobs
-    max_steps: float = 0.0      # largest |Δ logprob| there, in bf16 steps of the logprob's size
+    max_steps: float = 0.0      # largest |Δ logprob| there, in steps of its size (noise.logprob_step)
     max_delta_nats: float = 0.0  # the same, in nats
     splits: int = 0
     max_split_margin: float = 0.0
@@ -106,7 +106,8 @@ def walk(left: Greedy, right: Greedy, follow: Follow | None, label: str = "") ->
             if x is not None and y is not None:
                 figs.positions += 1
                 figs.max_delta_nats = max(figs.max_delta_nats, abs(x - y))
-                figs.max_steps = max(figs.max_steps, abs(x - y) / (BF16_STEP * max(1.0, abs(x))))
+                grid = logit_grid(la[pos], lb[pos])
+                figs.max_steps = max(figs.max_steps, abs(x - y) / logprob_step(x, grid))
             pos += 1
             continue
         a_in_b, b_in_a = _lp(lb, pos, ta), _lp(la, pos, tb)

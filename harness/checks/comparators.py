@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable, Protocol, Sequence
 
-from harness.checks.noise import BF16_STEP, NoiseProfile
+from harness.checks.noise import NoiseProfile, logit_grid
 from harness.engines.outcomes import NotForced
 
 
@@ -87,6 +87,10 @@ def _lp(logprobs: Sequence[dict[int, float]], pos: int, token: int) -> float | N
     return logprobs[pos].get(token)
 
 
+def _grid(a: Sequence[dict[int, float]], b: Sequence[dict[int, float]], pos: int) -> float | None:
+    return logit_grid(*(side[pos] for side in (a, b) if pos < len(side)))
+
+
 def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
                    labels: tuple[str, str] = ("left", "right"), follow: Follow | None = None) -> Comparison:
     la, lb = labels
@@ -105,9 +109,10 @@ def compare_greedy(left: Greedy, right: Greedy, profile: NoiseProfile, *,
         ta, tb = a[pos], b[pos]
         if ta == tb:
             x, y = _lp(left.logprobs, pos, ta), _lp(b_logprobs, pos, tb)
-            if x is not None and y is not None and abs(x - y) > profile.logprob_tolerance(x):
+            grid = _grid(left.logprobs, b_logprobs, pos)
+            if x is not None and y is not None and abs(x - y) > profile.logprob_tolerance(x, grid):
                 allows = ("measured no noise: they must be equal" if profile.logprob_steps == 0 else
-                          f"allows {profile.logprob_tolerance(x):.4f} nats")
+                          f"allows {profile.logprob_tolerance(x, grid):.4f} nats")
                 return result(False, f"same token {ta} at position {pos}, but its logprob is {x:.6g} in {la} "
                                      f"and {y:.6g} in {lb} (profile {profile.name} {allows}){_after(splits)}", first)
             pos += 1
