@@ -54,7 +54,7 @@ def main() -> None:
                            (f"{args.a} vs {args.b}", a, b)):
             figs = measure(pairs(x, y, name))
             print(f"{name}: {figs.pairs} pairs, {figs.positions} positions, max |Δlogprob| {figs.max_steps:.2f} "
-                  f"bf16 steps ({figs.max_delta_nats:.4f} nats), {figs.splits} split(s), widest margin "
+                  f"steps ({figs.max_delta_nats:.4f} nats), {figs.splits} split(s), widest margin "
                   f"{figs.max_split_margin:.3f} nats, {figs.splits_outside_top_k} outside the top-k")
             for note in figs.notes[:3]:
                 print(f"    {note}")

@@ -58,7 +58,7 @@ def answers(interpreter, model, args, env: dict, tag: str) -> dict[str, list]:
 def line(name: str, pairs: list) -> str:
     f = measure([(name, a, b, None) for a, b in pairs])
     return (f"{name:<34} {f.pairs:>3} pairs, {f.positions:>4} positions: max |Δlogprob| "
-            f"{f.max_steps:>6.2f} bf16 steps, {f.splits} split(s), widest margin {f.max_split_margin:.3f} nats")
+            f"{f.max_steps:>6.2f} steps, {f.splits} split(s), widest margin {f.max_split_margin:.3f} nats")
 
 
 def main() -> None:

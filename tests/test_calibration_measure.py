@@ -82,7 +82,7 @@ def test_a_noisy_host_gets_doubled_bounds_and_splits_within_its_logprob_noise():
     (Figures(pairs=4, positions=60, splits_outside_top_k=1), "outside the other side's top-5"),
     (Figures(pairs=4, positions=60, max_delta_nats=0.01, max_steps=1, splits=10, max_split_margin=0.1),
      "splits at 14.3% of the positions, past 5%"),
-    (Figures(pairs=4, positions=60, max_steps=64.5, max_delta_nats=0.1), "129.0 bf16 steps, past the ceiling of 128"),
+    (Figures(pairs=4, positions=60, max_steps=64.5, max_delta_nats=0.1), "129.0 steps, past the ceiling of 128"),
     (Figures(pairs=4, positions=60, max_steps=10, max_delta_nats=0.6), "split margin of 2.4 nats, past the ceiling of 2"),
     (Figures(pairs=4, positions=0), "nothing was measured"),
 ], ids=["top-k", "rate", "steps", "margin", "empty"])

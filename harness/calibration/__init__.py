@@ -44,7 +44,7 @@ class Outcome:
         head = f"calibrate: {self.model} {self.path} on {self.host}"
         if self.figures is not None:
             f = self.figures
-            head += (f": {f.pairs} pairs, {f.positions} positions, max |Δlogprob| {f.max_steps:.2f} bf16 steps "
+            head += (f": {f.pairs} pairs, {f.positions} positions, max |Δlogprob| {f.max_steps:.2f} steps "
                      f"({f.max_delta_nats:.4f} nats), {f.splits} split(s) ({f.split_rate:.1%}), widest margin "
                      f"{f.max_split_margin:.3f} nats, {f.max_splits_per_answer} at most in one answer")
         if self.profile is not None and not self.refused:

@@ -175,7 +175,7 @@ def bounds(path: str, figs: Figures) -> Bounds:
     noisy = figs.max_delta_nats > 0 or figs.splits > 0
     margin = round(HEADROOM * max(figs.max_split_margin, 2 * figs.max_delta_nats), 4) if noisy else 0.0
     if steps > steps_ceiling:
-        refusals.append(f"a logprob bound of {steps} bf16 steps, past the ceiling of {steps_ceiling:g}")
+        refusals.append(f"a logprob bound of {steps} steps, past the ceiling of {steps_ceiling:g}")
     if margin > margin_ceiling:
         refusals.append(f"a split margin of {margin} nats, past the ceiling of {margin_ceiling:g}")
     if refusals:

@@ -93,8 +93,9 @@ class NoiseProfile:
     model: str  # the matrix entry's name
     dtype: str
     path: str
-    # Bound on |Δ logprob| of a token both sides chose, in bf16 steps of the
-    # logprob's size (never less than one step of 1 nat); 0: equal.
+    # Bound on |Δ logprob| of a token both sides chose, in steps of its
+    # size (`logprob_step`: a bf16 step of the logprob, or the move one
+    # logit's rounding makes of it); 0: equal.
     logprob_steps: float
     # A split (the sides chose different tokens) is tolerated only when each
     # side's margin (its own token's logprob minus the other's token's) is at
