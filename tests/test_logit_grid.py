@@ -9,7 +9,7 @@ import math
 
 from harness.calibration.measure import walk
 from harness.checks.comparators import compare_greedy
-from harness.checks.noise import BF16_STEP, NoiseProfile, logit_grid, logprob_step
+from harness.checks.noise import BF16_STEP, STEP, NoiseProfile, load_profiles, logit_grid, logprob_step
 from harness.engines.outcomes import Completion
 
 BATCHED = {249: -0.6338, 134: -1.6338, 88: -2.2588, 283: -2.8838, 246: -3.0088}
@@ -59,3 +59,16 @@ def test_the_noisy_profile_passes_the_move_and_fails_three_steps_of_the_grid():
 def test_an_exact_profile_still_wants_equal_logprobs():
     c = compare_greedy(answer(BATCHED), answer(ALONE), EXACT)
     assert not c.ok and "must be equal" in c.message
+
+
+def test_a_profile_of_before_judges_in_the_step_it_was_measured_in(tmp_path):
+    """Profiles written before the step changed count bf16 steps of the
+    logprob's size: their counts, in smaller steps, would make bounds far
+    too loose in today's. They judge in their own until calibrated again."""
+    old = tmp_path / "profiles.toml"
+    old.write_text(NOISY.to_toml().replace(f'step = "{STEP}"\n', ""), encoding="utf-8")
+    (loaded,) = load_profiles(old)
+    assert loaded.step == "" and NOISY.step == STEP
+    assert loaded.logprob_tolerance(-0.6338, 0.125) == 2.12 * BF16_STEP
+    assert not compare_greedy(answer(BATCHED), answer(ALONE), loaded).ok
+    assert compare_greedy(answer(BATCHED), answer(ALONE), NOISY).ok

@@ -48,13 +48,17 @@ BF16_STEP = 2 ** -7
 # (logprobs come as float32 values up to ~30: errors of a few 1e-6 nats).
 GRID_EXPONENTS = range(2, -8, -1)
 GRID_SLACK = 1e-4
+# The step a profile's logprob_steps counts (`logprob_step`). Profiles of
+# before 2026-12-07 ("") count bf16 steps of the logprob's size, and judge
+# in them until calibrated again.
+STEP = "logit-grid"
 # A split rate is held to the upper bound, at this confidence, of the rate
 # that could have given the calibration's count of splits (a few splits in
 # a few dozen positions say little: 3 splits in 48 allow up to 21%).
 SPLIT_RATE_CONFIDENCE = 0.99
 REQUIRED = ("tier", "host", "model", "dtype", "path", "logprob_steps", "split_margin_nats", "max_splits",
             "calibrated_with", "measured")
-OPTIONAL = ("top_k", "figures", "note", "refused")
+OPTIONAL = ("top_k", "figures", "note", "refused", "step")
 
 
 def poisson_upper_bound(count: int, confidence: float) -> float:
@@ -112,6 +116,7 @@ class NoiseProfile:
     # nothing (its checks fail saying so), and is not calibrated again
     # until asked (`make calibrate`).
     refused: str = ""
+    step: str = STEP  # what logprob_steps counts: STEP, or "" (the files of before)
     source: str = field(default="", compare=False)  # the file it was read from
 
     @property
@@ -149,7 +154,7 @@ class NoiseProfile:
         return max(self.max_splits, math.ceil(self.split_rate * positions))
 
     def logprob_tolerance(self, logprob: float, grid: float | None = None) -> float:
-        return self.logprob_steps * logprob_step(logprob, grid)
+        return self.logprob_steps * logprob_step(logprob, grid if self.step == STEP else None)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "host": self.host, "logprob_steps": self.logprob_steps,
@@ -164,7 +169,7 @@ class NoiseProfile:
             lines.append(f"{key} = {_toml_value(getattr(self, key))}")
         if self.figures:
             lines.append("figures = { " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in self.figures.items()) + " }")
-        for key in ("note", "refused"):
+        for key in ("note", "refused", "step"):
             if getattr(self, key):
                 lines.append(f"{key} = {_toml_value(getattr(self, key))}")
         return "\n".join(lines) + "\n"
@@ -262,7 +267,8 @@ def _profile(path: Path, number: int, raw: dict) -> NoiseProfile:
             raise NoiseProfileError(f"{where}: {key} must be a finite number >= 0")
     if not isinstance(raw["max_splits"], int) or raw["max_splits"] < 0:
         raise NoiseProfileError(f"{where}: max_splits must be an integer >= 0")
-    return NoiseProfile(**{k: raw[k] for k in (*REQUIRED, *OPTIONAL) if k in raw}, source=str(path))
+    return NoiseProfile(**{k: raw[k] for k in (*REQUIRED, *OPTIONAL) if k in raw},
+                        **({} if "step" in raw else {"step": ""}), source=str(path))
 
 
 def all_profiles(files: list[Path] | None = None) -> list[NoiseProfile]:

@@ -17,6 +17,7 @@ import sys
 import zlib
 from pathlib import Path
 
+from harness.checks.noise import STEP
 from harness.engines.interpreter import engine_cwd
 from harness.files import slug
 from harness.fuzz.hostile import KINDS
@@ -52,7 +53,7 @@ def read_spec(path: str | Path) -> dict:
 
 
 def write(found: Found, folder: Path, *, entry: ModelEntry, reproduction: dict, engine_env: dict,
-          logprob_steps: float, engine: str, python: str) -> dict:
+          logprob_steps: float, engine: str, python: str, step: str = STEP) -> dict:
     """Write the four files for one shrunk failure; returns their paths and
     the replay command, for the record. `reproduction`: the judge's
     (its template, the conversations and labels, its settings)."""
@@ -64,7 +65,7 @@ def write(found: Found, folder: Path, *, entry: ModelEntry, reproduction: dict, 
     command = replay_command(entry, spec_path.resolve())
     (folder / "replay.txt").write_text(command + "\n", encoding="utf-8")
     repro = folder / "repro.py"
-    repro.write_text(_script(found, entry, reproduction, engine_env, logprob_steps, engine), encoding="utf-8")
+    repro.write_text(_script(found, entry, reproduction, engine_env, logprob_steps, engine, step), encoding="utf-8")
     (folder / "collect_env.txt").write_text(_collect_env(python), encoding="utf-8")
     return {"folder": str(folder), "workload": str(spec_path), "replay": command, "repro": str(repro),
             "collect_env": str(folder / "collect_env.txt")}
@@ -81,11 +82,11 @@ def folder_for(root: Path, check_id: str, index: int) -> Path:
 
 
 def _script(found: Found, entry: ModelEntry, reproduction: dict, engine_env: dict, logprob_steps: float,
-            engine: str) -> str:
+            engine: str, step: str) -> str:
     config = {"model": entry.model, "tiny": ({"arch": entry.tiny_arch, "build": entry.build}
                                               if entry.tiny_arch else None),
               "checkout": str(ROOT), "env": engine_env, "labels": reproduction["labels"],
-              "logprob_steps": logprob_steps, **reproduction["config"]}
+              "logprob_steps": logprob_steps, "logit_grid": step == STEP, **reproduction["config"]}
     blob = base64.b64encode(zlib.compress(json.dumps(reproduction["conversations"]).encode(), 9))
     one_line = " ".join(found.message.split())
     return ((TEMPLATES / reproduction["template"]).read_text(encoding="utf-8")

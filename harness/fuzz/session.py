@@ -59,7 +59,7 @@ class FuzzSession:
             check.note({"reproducers": [
                 reproducers.write(f, reproducers.folder_for(self.out_root, check_id, i), entry=runner.entry,
                                   reproduction=judge.reproduction(f.spec), engine_env=env,
-                                  logprob_steps=profile.logprob_steps, engine=engine,
+                                  logprob_steps=profile.logprob_steps, step=profile.step, engine=engine,
                                   python=str(runner.pool.interpreter.python))
                 for i, f in enumerate(result.found)]})
         return result
