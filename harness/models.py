@@ -14,7 +14,6 @@ from fixtures.tiny_models.recipes import RECIPES
 from harness.files import load_toml
 from harness.versions import version_in
 from harness.memory.card.profiles import UnknownCard, get_profile
-from harness.soak.settings import SoakSettings, parse as parse_soak
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "models.toml"
@@ -45,8 +44,9 @@ class TierSettings:
     # The stall bound (harness.engines.progress): a request in flight with no
     # progress for this long, on an engine that is alive, is a hang.
     stall_s: float
-    # The soak family's load and bounds (harness.soak.settings).
-    soak: SoakSettings
+    # The soak family's table ([tiers.<tier>.soak]), read by harness.soak.settings.
+    soak: dict
+    label: str
 
 
 def tier_settings(tier: str, path: str | Path | None = None) -> TierSettings:
@@ -60,11 +60,7 @@ def tier_settings(tier: str, path: str | Path | None = None) -> TierSettings:
     stall = raw["stall_s"]
     if isinstance(stall, bool) or not isinstance(stall, (int, float)) or stall <= 0:
         raise ModelMatrixError(f"{label}: stall_s must be a number of seconds > 0, got {stall!r}")
-    try:
-        soak = parse_soak(raw["soak"], f"{label}.soak")
-    except ValueError as e:
-        raise ModelMatrixError(str(e)) from None
-    return TierSettings(stall_s=float(stall), soak=soak)
+    return TierSettings(stall_s=float(stall), soak=raw["soak"], label=label)
 
 
 def _read(path: Path) -> dict:

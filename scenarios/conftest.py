@@ -11,8 +11,8 @@ from harness.cache.cells import SELECTIONS as CACHE_CELLS
 from harness.fuzz.reproducers import read_spec
 from harness.fuzz import session as fuzz_session
 from harness.fuzz.session import FuzzSession
-from harness.models import ROOT, tier_settings
-from harness.soak.settings import SOAK_S, SoakSettings
+from harness.models import ROOT
+from harness.soak.settings import SOAK_S, SoakSettings, for_tier as soak_for_tier
 
 AUDIO_DURATIONS = pytest.StashKey[list[float]]()
 FUZZ_SEED = pytest.StashKey[int]()
@@ -123,7 +123,7 @@ def soak_seconds(pytestconfig) -> float:
 @pytest.fixture(scope="module")
 def soak_settings(pytestconfig, runner) -> SoakSettings:
     """The tier's soak load and bounds ([tiers.<tier>.soak] in the matrix)."""
-    return tier_settings(runner.entry.tier, pytestconfig.getoption("models_file")).soak
+    return soak_for_tier(runner.entry.tier, pytestconfig.getoption("models_file"))
 
 
 @pytest.fixture(scope="session")

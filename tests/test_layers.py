@@ -16,9 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     ("harness.units", "harness.files", "harness.children", "harness.priority", "harness.versions", "harness.index",
      "harness.verdicts", "harness.compat"),
-    ("harness.memory", "harness.results", "harness.setup",
-     # Pure modules of a higher folder that the model matrix reads.
-     "harness.soak.settings", "harness.soak.latency"),
+    ("harness.memory", "harness.results", "harness.setup"),
     ("harness.engines", "harness.models", "fixtures", "harness.preflight"),
     ("harness.checks", "harness.workloads", "harness.lora", "harness.references", "fixtures.adapters",
      "harness.soak", "harness.cache"),

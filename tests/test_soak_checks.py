@@ -8,11 +8,10 @@ from harness.checks.soak import check_answered, check_goodput, check_no_drift, c
 from harness.verdicts import Cause, CheckFailure
 from harness.engines.base import LoraAdapter
 from harness.engines.outcomes import Completion, EngineCrashed, Rejected
-from harness.models import tier_settings
 from harness.soak.drive import Reading, Soak, Wave
 from harness.soak.latency import Slo
 from harness.soak.load import SoakMix
-from harness.soak.settings import SoakSettings, parse
+from harness.soak.settings import SoakSettings, for_tier, parse
 
 SETTINGS = SoakSettings(concurrency=4, warmup_requests=20, timeslices=4, leak_mib_per_1k_requests=50,
                         drift={"ttft_p50": 2.0, "tpot_p50": 2.0}, slo=Slo(ttft_s=1.0, tpot_s=0.1, goodput=0.9))
@@ -126,7 +125,7 @@ def test_a_soak_too_short_for_its_warm_up_fails_its_premise():
 
 
 def test_the_tiers_settings_parse_and_bad_ones_are_named():
-    assert tier_settings("cpu").soak.concurrency >= 2
+    assert for_tier("cpu").concurrency >= 2
     good = {"concurrency": 4, "warmup_requests": 10, "timeslices": 3, "leak_mib_per_1k_requests": 5,
             "drift": {"ttft_p50": 1.5, "tpot_p50": 1.5}, "slo": {"ttft_s": 1, "tpot_s": 0.1, "goodput": 0.9}}
     assert parse(good, "x").slo == Slo(1.0, 0.1, 0.9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.models import ModelMatrixError, tier_settings
 from harness.soak.latency import Slo
 
 # The default of --soak-seconds: a short soak in `make run` (make nightly: SOAK_SECONDS).
@@ -24,6 +25,16 @@ class SoakSettings:
     # The largest ratio, last timeslice's median over the first's, per measure.
     drift: dict
     slo: Slo
+
+
+def for_tier(tier: str, models_file: str | None = None) -> SoakSettings:
+    """The tier's soak settings from the model matrix; ModelMatrixError
+    naming what is wrong."""
+    settings = tier_settings(tier, models_file)
+    try:
+        return parse(settings.soak, f"{settings.label}.soak")
+    except ValueError as e:
+        raise ModelMatrixError(str(e)) from None
 
 
 def parse(raw: object, label: str) -> SoakSettings:
