@@ -9,7 +9,8 @@ import math
 
 from harness.calibration.measure import walk
 from harness.checks.comparators import compare_greedy
-from harness.checks.noise import BF16_STEP, STEP, NoiseProfile, load_profiles, logit_grid, logprob_step
+from harness.checks.noise import (BF16_STEP, ONE_ROUNDING_STEPS, STEP, NoiseProfile, load_profiles, logit_grid,
+                                  logprob_step, profile_for)
 from harness.engines.outcomes import Completion
 
 BATCHED = {249: -0.6338, 134: -1.6338, 88: -2.2588, 283: -2.8838, 246: -3.0088}
@@ -72,3 +73,32 @@ def test_a_profile_of_before_judges_in_the_step_it_was_measured_in(tmp_path):
     assert loaded.logprob_tolerance(-0.6338, 0.125) == 2.12 * BF16_STEP
     assert not compare_greedy(answer(BATCHED), answer(ALONE), loaded).ok
     assert compare_greedy(answer(BATCHED), answer(ALONE), NOISY).ok
+
+
+def test_an_exact_profile_on_a_host_kind_shown_noisy_judges_at_one_rounding():
+    """tiny-gemma3n measured no noise at `_C_AVX512` (768 positions), then
+    its ragged batch moved a logprob by one logit's rounding: where another
+    one-stack profile of the host kind measured noise, an exact one judges
+    at one rounding of every logit, and nowhere else."""
+    gemma3n = NoiseProfile("cpu", "cpu:_C_AVX512", "tiny-gemma3n", "bfloat16", "same-stack", 0.0, 0.0, 0)
+    chunked = NoiseProfile("cpu", "cpu:_C_AVX512", "tiny-gemma4", "bfloat16", "chunked-vs-unchunked", 0.0, 0.0, 0)
+    tp = NoiseProfile("cpu", "cpu:_C", "tiny-gemma4", "bfloat16", "tp", 80.0, 1.9, 4)
+    native = NoiseProfile("cpu", "cpu:_C", "tiny-gemma3n", "bfloat16", "same-stack", 0.0, 0.0, 0)
+    profiles = [gemma3n, chunked, NOISY, tp, native]
+    judged = profile_for("cpu", "cpu:_C_AVX512", "tiny-gemma3n", "bfloat16", "same-stack", profiles=profiles)
+    assert judged.logprob_steps == ONE_ROUNDING_STEPS and judged.split_margin_nats == 0
+    assert "tiny-gemma4 same-stack" in judged.note
+    assert not profile_for("cpu", "cpu:_C_AVX512", "tiny-gemma4", "bfloat16", "chunked-vs-unchunked",
+                           profiles=profiles).exact
+    # The native host kind's one-stack profiles are all exact: a TP profile's noise says nothing of them.
+    assert profile_for("cpu", "cpu:_C", "tiny-gemma3n", "bfloat16", "same-stack", profiles=profiles).exact
+    # The real move: the encoder family's chunk1 check met the single-small image's logit rounding
+    # (the chunked-vs-unchunked profile, exact, judged it a mismatch); three steps of the grid fail.
+    floored = profile_for("cpu", "cpu:_C_AVX512", "tiny-gemma4", "bfloat16", "chunked-vs-unchunked",
+                          profiles=profiles)
+    assert not compare_greedy(answer(BATCHED), answer(ALONE), chunked).ok
+    assert compare_greedy(answer(BATCHED), answer(ALONE), floored).ok
+    p = math.exp(ALONE[249])
+    leaked = {t: v - 3 * 0.125 * p for t, v in ALONE.items()}
+    leaked[249] = ALONE[249] + 3 * 0.125 * (1 - p)
+    assert not compare_greedy(answer(leaked), answer(ALONE), floored).ok
