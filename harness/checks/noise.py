@@ -209,10 +209,10 @@ def logprob_step(logprob: float, grid: float | None = None) -> float:
     size (at least 1 nat's), or, where the position's logits lie on a
     coarser grid (bf16 logits of a large size), the move of this logprob
     when one logit rounds to its neighbour on that grid: grid x (1 - p)
-    for its own logit, less for another's. On an Intel Xeon with AMX and at
-    avx512 (2026-12-07) a chosen token's logit moved one step of 0.125 in a
-    batch: 0.055 nats at logprob -0.63, 7 bf16 steps of the logprob's size,
-    0.94 of this unit."""
+    for its own logit, less for another's. Forced to avx512 on an AMD EPYC
+    (2026-12-07), a batch moved a chosen token's logit one step of 0.125:
+    0.055 nats at logprob -0.63, 7 bf16 steps of the logprob's size, 0.94
+    of this unit."""
     step = BF16_STEP * max(1.0, abs(logprob))
     if grid is None:
         return step
