@@ -114,7 +114,9 @@ def test_sigkilled_harness_leaves_no_engine_behind(tiny_gemma4, tmp_path):
     model, _ = tiny_gemma4
     harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(model), str(tmp_path / "e.log")],
                                cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    pgid = int(harness.stdout.readline())
+    line = harness.stdout.readline()
+    assert line, "the script's engine never started: its error is in the captured stderr"
+    pgid = int(line)
     assert procs.group_members(pgid)
     harness.kill()
     harness.wait()

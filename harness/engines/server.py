@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 import secrets
 import socket
 import time
@@ -30,10 +31,36 @@ def server_module(engine_args: dict) -> str:
     return MULTI_SERVER_MODULE if int(engine_args.get("api_server_count") or 1) > 1 else SERVER_MODULE
 
 
-def free_port() -> int:
+# A server binds its port some 30 s after the harness picks it (vLLM's
+# imports come first). A port the kernel handed out (bind to 0) lies in the
+# ephemeral range, where any process's next socket may take it meanwhile
+# (a fresh-clone make test of 2026-12-07 lost one so: "Address already in
+# use", with the other worker's engines starting). So the harness picks
+# below that range, where only an explicit bind lands.
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10_000
+
+
+def free_port(rng: random.Random | None = None) -> int:
+    """A free port on 127.0.0.1 below the ephemeral range, else any free one."""
+    rng = rng or random.Random()
+    below = ephemeral_low()
+    if below - LOWEST_PORT >= 1_000:
+        for _ in range(100):
+            port = rng.randrange(LOWEST_PORT, below)
+            if port_free(port):
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def ephemeral_low() -> int:
+    """The lowest port the kernel hands out on its own (Linux; 32768 elsewhere)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def port_free(port: int) -> bool:
