@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from fixtures.tiny_models.recipes import RECIPES
+from fixtures.tiny_models import RECIPES
 from harness.files import load_toml
 from harness.versions import version_in
 from harness.memory.card.profiles import UnknownCard, get_profile

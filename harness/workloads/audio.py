@@ -86,7 +86,8 @@ def _processor(model: str):
 
 def max_audio_seconds(model: str) -> float:
     """The longest clip the model's processor takes whole: the feature
-    extractor's truncation length, and for Gemma4 its audio token budget."""
+    extractor's truncation length, or its window (Whisper's `chunk_length`,
+    every clip padded or cut to it), and for Gemma4 its audio token budget."""
     return max_audio_seconds_of(processor(model))
 
 
@@ -97,6 +98,9 @@ def max_audio_seconds_of(proc) -> float:
     default = inspect.signature(fe.__call__).parameters.get("max_length")
     if default is not None and isinstance(default.default, int):
         limits.append(default.default / fe.sampling_rate)
+    window_s = getattr(fe, "chunk_length", None)
+    if isinstance(window_s, (int, float)) and window_s > 0:
+        limits.append(float(window_s))
     tokens, ms = getattr(proc, "audio_seq_length", None), getattr(proc, "audio_ms_per_token", None)
     if tokens and ms:
         limits.append(tokens * ms / 1000)

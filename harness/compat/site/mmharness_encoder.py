@@ -26,7 +26,9 @@ ON_MODEL: list = []
 INPUT_KEYS = (("input_features_padded", "audio"), ("input_features", "audio"),
               ("pixel_values_videos", "video"), ("pixel_values", "image"),
               ("image_embeds", "image"))
-MASK_KEYS = ("input_features_mask", "attention_mask")
+# The mask of each item's valid frames: models that pad every clip to one
+# window (Whisper's 30 s: Qwen2-Audio) are ragged in these, not in shapes.
+MASK_KEYS = ("input_features_mask", "feature_attention_mask", "attention_mask")
 
 
 class EncoderCall:
@@ -41,15 +43,11 @@ class EncoderCall:
 
     def _read(self, value, kwargs) -> None:
         mask = next((kwargs[k] for k in MASK_KEYS if kwargs.get(k) is not None), None)
-        if isinstance(value, (list, tuple)):
-            self.container = "list"
-            self.shapes = [list(t.shape) for t in value]
-        else:
-            self.container = "tensor"
-            self.shapes = [list(t.shape) for t in value]
-            if mask is not None and not isinstance(mask, (list, tuple)):
-                # One padded tensor: each item's real length is its mask's sum.
-                self.shapes = [[int(m.sum())] + s[1:] for m, s in zip(mask, self.shapes)]
+        self.container = "list" if isinstance(value, (list, tuple)) else "tensor"
+        self.shapes = [list(t.shape) for t in value]
+        if mask is not None and len(mask) == len(self.shapes) and len({tuple(s) for s in self.shapes}) == 1:
+            # Items padded to one length: each one's real length is its mask's sum.
+            self.shapes = [[int(m.sum())] + s[1:] for m, s in zip(mask, self.shapes)]
         counts = kwargs.get("video_frame_counts")
         if self.modality == "video" and counts is not None:
             # Frames of all videos are stacked: regroup them per video.

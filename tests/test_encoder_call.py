@@ -1,0 +1,46 @@
+"""What the engine's encoder hook reads off one call (harness/compat/site/
+mmharness_encoder.py): each item's length, hence whether the call was
+ragged, whatever container and padding the model's kwargs use."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+
+SITE = Path(__file__).resolve().parents[1] / "harness" / "compat" / "site"
+
+
+@pytest.fixture
+def EncoderCall(monkeypatch):
+    monkeypatch.syspath_prepend(str(SITE))
+    return importlib.import_module("mmharness_encoder").EncoderCall
+
+
+def _mask(lengths: list[int], window: int) -> torch.Tensor:
+    return torch.tensor([[1] * n + [0] * (window - n) for n in lengths])
+
+
+def test_clips_padded_to_one_window_are_ragged_in_their_feature_mask(EncoderCall):
+    """Qwen2-Audio's kwargs: every clip padded to Whisper's 3000 frames, its
+    valid frames in `feature_attention_mask`."""
+    features = torch.zeros(3, 128, 3000)
+    call = EncoderCall({"input_features": features, "feature_attention_mask": _mask([100, 350, 3000], 3000)})
+    assert (call.modality, call.container, call.lengths, call.ragged) == ("audio", "tensor", [100, 350, 3000], True)
+    equal = EncoderCall({"input_features": features, "feature_attention_mask": _mask([300] * 3, 3000)})
+    assert (equal.lengths, equal.ragged) == ([300] * 3, False)
+
+
+def test_a_list_of_padded_items_reads_their_masks_too(EncoderCall):
+    call = EncoderCall({"input_features": [torch.zeros(128, 3000)] * 2,
+                        "feature_attention_mask": _mask([100, 200], 3000)})
+    assert (call.container, call.lengths, call.ragged) == ("list", [100, 200], True)
+
+
+def test_a_list_of_items_of_their_own_lengths_is_read_by_shape(EncoderCall):
+    """Gemma's ragged clips: the items themselves differ; a mask padded to
+    the longest changes nothing."""
+    items = [torch.zeros(99, 128), torch.zeros(349, 128)]
+    call = EncoderCall({"input_features": items, "input_features_mask": _mask([99, 349], 349)})
+    assert (call.container, call.lengths, call.ragged) == ("list", [99, 349], True)

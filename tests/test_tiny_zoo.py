@@ -1,0 +1,102 @@
+"""The zoo's spec builder (fixtures/tiny_models/spec_builder.py) and the
+check every zoo build passes against vLLM before it is cached
+(fixtures/tiny_models/vllm_check.py), on the zoo's real specs."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from safetensors import safe_open
+
+from fixtures import media
+from fixtures.tiny_models import ZOO_ARCHS, build_tiny_model
+from fixtures.tiny_models.spec_builder import make_tokenizer, resolve_tokens
+from fixtures.tiny_models.vllm_check import BuildRefused, check_build
+from fixtures.tiny_models.zoo import SPECS
+
+
+@pytest.fixture(scope="module")
+def zoo_dirs() -> dict:
+    """Each zoo model in the default cache (built, and checked against vLLM, on first use)."""
+    return {arch: build_tiny_model(arch) for arch in ZOO_ARCHS}
+
+
+def test_a_token_the_tokenizer_lacks_is_refused_not_read_as_unknown():
+    tokenizer = make_tokenizer(SPECS["qwen2-audio"])
+    assert resolve_tokens({"a": [{"token": "<|AUDIO|>"}], "b": {"token_of": "eos"}}, tokenizer) == \
+        {"a": [tokenizer.convert_tokens_to_ids("<|AUDIO|>")], "b": tokenizer.eos_token_id}
+    with pytest.raises(ValueError, match="<|AUDIOO|>"):
+        resolve_tokens({"audio_token_index": {"token": "<|AUDIOO|>"}}, tokenizer)
+
+
+@pytest.mark.parametrize("arch", ZOO_ARCHS)
+def test_weights_carry_the_published_checkpoints_names(zoo_dirs, arch):
+    """Transformers 5.19 saved Qwen2-Audio as `language_model.model.model.*`,
+    which vLLM does not load: the spec's layout is what is written."""
+    with safe_open(zoo_dirs[arch] / "model.safetensors", "pt") as weights:
+        names = list(weights.keys())
+    prefixes = {name.split(".")[0] for name in names}
+    assert not any(".model.model." in name or name.startswith("model.") for name in names), names[:5]
+    assert prefixes == {"language_model", "audio_tower", "multi_modal_projector"}
+
+
+@pytest.mark.parametrize("arch", ZOO_ARCHS)
+def test_the_media_change_the_answer(zoo_dirs, arch):
+    """Weights shaped so that answers depend on the media: two clips of one
+    length (a sweep, noise: so their prompts are token for token the same)
+    give two continuations in HF transformers."""
+    import torch
+    import transformers
+
+    processor = transformers.AutoProcessor.from_pretrained(zoo_dirs[arch])
+    model_class = getattr(transformers, SPECS[arch]["classes"]["model"])
+    model = model_class.from_pretrained(zoo_dirs[arch], dtype=torch.bfloat16)
+    prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
+                                           add_generation_prompt=True, tokenize=False)
+    answers = []
+    for clip in (media.audio_clip(2.0, kind="sweep", seed=1), media.audio_clip(2.0, kind="noise", seed=2)):
+        inputs = processor(text=prompt, audio=[clip], sampling_rate=16000, return_tensors="pt")
+        out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
+        answers.append(out[0, inputs["input_ids"].shape[1]:].tolist())
+    assert answers[0] != answers[1]
+
+
+def test_vllm_check_names_the_class_vllm_resolved_when_it_is_not_the_models_own(zoo_dirs):
+    with pytest.raises(BuildRefused, match="resolved the build to Qwen2AudioForConditionalGeneration, "
+                                           "not the model's own WhisperForConditionalGeneration"):
+        check_build(zoo_dirs["qwen2-audio"], "WhisperForConditionalGeneration", ("audio",))
+
+
+def test_a_build_vllm_cannot_load_is_a_builder_error_and_enters_no_cache(tmp_path, monkeypatch):
+    """An architecture vLLM does not register: the build raises with vLLM's
+    own words, and nothing is cached."""
+    spec = copy.deepcopy(SPECS["qwen2-audio"])
+    spec["vllm_architecture"] = "Qwen2AudioForConditionalGeneration"
+    monkeypatch.setitem(SPECS, "qwen2-audio", spec)
+    original = json.dumps
+
+    def unknown_architecture(obj, *args, **kwargs):  # the saved config names an architecture vLLM lacks
+        if isinstance(obj, dict) and obj.get("architectures") == ["Qwen2AudioForConditionalGeneration"]:
+            obj = {**obj, "architectures": ["Qwen2AudioForUnheardOf"]}
+        return original(obj, *args, **kwargs)
+    monkeypatch.setattr(json, "dumps", unknown_architecture)
+    with pytest.raises(BuildRefused, match="vLLM does not load the build's config"):
+        build_tiny_model("qwen2-audio", cache_root=tmp_path)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("qwen2-audio")]
+
+
+@pytest.mark.parametrize("arch", ZOO_ARCHS)
+def test_vllm_places_as_many_placeholders_as_the_models_processor(zoo_dirs, arch):
+    seen = check_build(zoo_dirs[arch], SPECS[arch]["vllm_architecture"], tuple(SPECS[arch]["media"]))
+    assert seen["architecture"] == SPECS[arch]["vllm_architecture"]
+    for modality in SPECS[arch]["media"]:
+        assert seen[modality]["vllm"] == seen[modality]["hf"] > 0
+
+
+def test_a_whisper_windows_clips_are_longest_at_its_window(zoo_dirs):
+    """Qwen2-Audio's feature extractor pads or cuts every clip to its 30 s
+    window: the edge family's longest clip is that long."""
+    from harness.workloads.audio import max_audio_seconds
+
+    assert max_audio_seconds(str(zoo_dirs["qwen2-audio"])) == 30.0
