@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cache.cells import SELECTIONS as CACHE_CELLS
+from harness.workloads import audio
 from harness.fuzz.reproducers import read_spec
 from harness.fuzz import session as fuzz_session
 from harness.fuzz.session import FuzzSession
@@ -23,9 +24,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("mmharness scenarios")
     g.addoption("--stress", action="store_true", default=False,
                 help="also run stress settings (many concurrent requests); on in `make run`")
-    g.addoption("--audio-durations", default="1.0,3.5,7.0,12.0",
-                help="clip durations in seconds for the ragged-audio batch (comma-separated, "
-                     "at least two, all different, each above 0)")
+    g.addoption("--audio-durations", default=None,
+                help="clip durations in seconds for the ragged-audio batch of every model (comma-separated, "
+                     "at least two, all different, each above 0; default: derived from each model's own "
+                     "limits, harness.workloads.audio.ragged_durations)")
     g.addoption("--concurrency", type=int, default=4,
                 help="concurrent server requests in the ragged-audio load check")
     g.addoption("--stress-concurrency", type=int, default=16,
@@ -52,7 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[AUDIO_DURATIONS] = parse_durations(config.getoption("audio_durations"))
+    given = config.getoption("audio_durations")
+    config.stash[AUDIO_DURATIONS] = parse_durations(given) if given is not None else None
     for name in ("fuzz_budget", "fuzz_shrink", "soak_seconds"):
         value = config.getoption(name)
         if value is not None and not 0 < value < float("inf"):
@@ -91,7 +94,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     known-issue patterns expect); one `cell` per cache-matrix cell run, each
     with engines of its own (module scope)."""
     if "clip" in metafunc.fixturenames:
-        n = len(metafunc.config.stash[AUDIO_DURATIONS])
+        given = metafunc.config.stash[AUDIO_DURATIONS]
+        n = len(given) if given is not None else audio.RAGGED_CLIPS
         metafunc.parametrize("clip", range(n), ids=[f"clip{i}" for i in range(n)])
     if "cell" in metafunc.fixturenames:
         cells = CACHE_CELLS[metafunc.config.getoption("cache_cells")]
@@ -99,7 +103,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def audio_durations(pytestconfig) -> list[float]:
+def audio_durations(pytestconfig) -> list[float] | None:
+    """`--audio-durations`, or None: each model's own, derived from its limits."""
     return pytestconfig.stash[AUDIO_DURATIONS]
 
 

@@ -34,20 +34,31 @@ ENGINES = (
 
 # --- workload and run ---------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def limits(runner) -> audio.AudioLimits:
+    """The model's own limits on clip length, from its processor."""
+    return audio.audio_limits(runner.model)
+
+
 @pytest.fixture(scope="module", params=["ragged", "equal"])
-def batch(request, runner, audio_durations):
+def batch(request, runner, audio_durations, limits):
     """One batch in one generate call (offline engine), then each clip
-    alone."""
-    durations = audio_durations if request.param == "ragged" else [EQUAL_DURATION_S] * len(audio_durations)
+    alone. Ragged: durations from the model's own limits (a short clip, one
+    just short of the longest it takes whole, the window's edge straddled),
+    unless --audio-durations names them."""
+    durations = audio_durations or audio.ragged_durations(limits, audio.RAGGED_CLIPS)
+    if request.param == "equal":
+        durations = [EQUAL_DURATION_S] * len(durations)
     work = audio.clip_workload(request.param, durations)
     return Paired(runner.batch(work, SAMPLING), runner.each_alone(work, SAMPLING))
 
 
 @pytest.fixture(scope="module", params=["normal", pytest.param("stress", marks=pytest.mark.stress)])
-def load(request, runner, concurrency):
-    """N concurrent server requests with clips of distinct durations, and each clip alone."""
+def load(request, runner, concurrency, limits):
+    """N concurrent server requests with clips of distinct durations (from
+    the model's limits), and each clip alone."""
     work = audio.clip_workload(f"load-{request.param}",
-                               audio.concurrent_durations(concurrency(request.param)))
+                               audio.concurrent_durations(limits, concurrency(request.param)))
     return Paired(runner.concurrent(work, SAMPLING), runner.each_alone(work, SAMPLING))
 
 

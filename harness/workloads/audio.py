@@ -18,7 +18,8 @@ from harness.workloads.request import Request, Workload
 
 SAMPLE_RATE = 16000
 PROMPT = "What do you hear?"
-BASE_DURATIONS_S = (1.0, 3.5, 7.0, 12.0)
+# Clips in the ragged batch (its checks' `clip` ids), unless --audio-durations names others.
+RAGGED_CLIPS = 4
 # Peak levels of a workload's clips, in turn: five beside the three kinds, so
 # that no two of 15 clips in a row share both.
 LEVELS = (0.5, 0.2, 0.8, 0.35, 0.65)
@@ -62,9 +63,57 @@ def clip_workload(name: str, durations: list[float]) -> Workload:
                     {"durations_s": [c.duration_s for c in clips_]})
 
 
-def concurrent_durations(n: int) -> list[float]:
-    """n distinct durations: the base set, then shifted by half a second per round."""
-    return [BASE_DURATIONS_S[i % 4] + 0.5 * (i // 4) for i in range(n)]
+# --- durations from the model's own limits -----------------------------------------
+
+@dataclass(frozen=True)
+class AudioLimits:
+    """What a model's processor says of clip lengths: the longest clip it
+    takes whole, the window it pads or cuts every clip to (Whisper's
+    `chunk_length`; None where clips keep their own length), and one
+    feature frame (the feature extractor's hop)."""
+    longest_s: float
+    window_s: float | None
+    frame_s: float
+
+
+def audio_limits(model: str) -> AudioLimits:
+    return audio_limits_of(processor(model))
+
+
+def audio_limits_of(proc) -> AudioLimits:
+    fe = proc.feature_extractor
+    window = getattr(fe, "chunk_length", None)
+    hop = getattr(fe, "hop_length", None)
+    return AudioLimits(max_audio_seconds_of(proc), float(window) if isinstance(window, (int, float)) else None,
+                       hop / fe.sampling_rate if isinstance(hop, int) and hop > 0 else 0.01)
+
+
+# The shortest clip of a ragged batch, in feature frames (0.5 s at a 10 ms
+# hop): well past the few milliseconds that make no encoder frame (the edge
+# family's `0.05s`, finding 011), so that the batch is answered and judged.
+SHORT_FRAMES = 50
+
+
+def ragged_durations(limits: AudioLimits, n: int) -> list[float]:
+    """n distinct durations (n >= 2) from the model's own limits, to 0.1 s:
+    from a clip SHORT_FRAMES frames long to one as much short of the longest
+    clip the model takes whole, evenly between. Where every clip is cut into
+    windows shorter than that, two of them straddle the window's edge, just
+    under and just over it."""
+    margin = round(SHORT_FRAMES * limits.frame_s, 1)
+    low, high = margin, limits.longest_s - margin
+    durations = [round(low + (high - low) * i / (n - 1), 1) for i in range(n)]
+    window = limits.window_s
+    if window is not None and low < window - margin and window + margin < high and n >= 4:
+        durations[n // 2 - 1:n // 2 + 1] = [round(window - margin, 1), round(window + margin, 1)]
+    if len(set(durations)) != n:
+        raise ValueError(f"{n} distinct clip durations do not fit between {low} s and {high} s")
+    return sorted(durations)
+
+
+def concurrent_durations(limits: AudioLimits, n: int) -> list[float]:
+    """n distinct durations for a concurrent load, as the ragged batch's."""
+    return ragged_durations(limits, n)
 
 
 def processor(model: str):

@@ -1,0 +1,50 @@
+"""The ragged-audio family's clip durations come from each model's own
+limits (harness.workloads.audio.ragged_durations), not from a fixed list:
+a short clip, one just short of the longest the model takes whole, and the
+window's edge straddled where clips are cut into windows."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from harness.workloads.audio import AudioLimits, audio_limits_of, ragged_durations
+
+
+def _processor(**fe) -> SimpleNamespace:
+    """A processor whose feature extractor states these limits (Whisper's and Gemma4's attribute names)."""
+    extractor = SimpleNamespace(sampling_rate=16000, hop_length=160, **fe)
+    extractor.__call__ = lambda raw, max_length=None: None
+    return SimpleNamespace(feature_extractor=extractor)
+
+
+def test_a_whisper_window_model_spans_its_window_and_ends_just_short_of_it():
+    limits = audio_limits_of(_processor(chunk_length=30))
+    assert limits == AudioLimits(longest_s=30.0, window_s=30.0, frame_s=0.01)
+    assert ragged_durations(limits, 4) == [0.5, 10.2, 19.8, 29.5]
+
+
+def test_the_durations_move_with_the_models_limits():
+    assert ragged_durations(AudioLimits(15.0, 15.0, 0.01), 4) == [0.5, 5.2, 9.8, 14.5]
+    # A 20 ms hop: the short clip is 50 of its frames.
+    assert ragged_durations(AudioLimits(30.0, None, 0.02), 3) == [1.0, 15.0, 29.0]
+
+
+def test_clips_cut_into_windows_straddle_the_windows_edge():
+    """A model that takes 60 s whole in 30 s windows: two clips sit just
+    under and just over 30 s, so one clip fills one window and another spills
+    into a second."""
+    assert ragged_durations(AudioLimits(60.0, 30.0, 0.01), 4) == [0.5, 29.5, 30.5, 59.5]
+
+
+def test_more_clips_than_the_limits_leave_room_for_are_refused():
+    with pytest.raises(ValueError, match="do not fit"):
+        ragged_durations(AudioLimits(1.2, None, 0.01), 8)
+
+
+def test_a_token_budget_is_the_longest_clip_where_no_window_is():
+    """Gemma4's processor: 750 audio tokens of 40 ms, clips kept at their own length."""
+    gemma = SimpleNamespace(feature_extractor=SimpleNamespace(sampling_rate=16000, hop_length=160),
+                            audio_seq_length=750, audio_ms_per_token=40)
+    gemma.feature_extractor.__call__ = lambda raw: None
+    assert audio_limits_of(gemma) == AudioLimits(30.0, None, 0.01)
