@@ -44,3 +44,22 @@ def test_a_list_of_items_of_their_own_lengths_is_read_by_shape(EncoderCall):
     items = [torch.zeros(99, 128), torch.zeros(349, 128)]
     call = EncoderCall({"input_features": items, "input_features_mask": _mask([99, 349], 349)})
     assert (call.container, call.lengths, call.ragged) == ("list", [99, 349], True)
+
+
+def test_clips_concatenated_along_one_axis_are_read_by_their_lengths(EncoderCall):
+    """Qwen2.5-Omni's kwargs: every clip's frames in one (128, total) tensor,
+    each clip's frame count in `audio_feature_lengths`."""
+    call = EncoderCall({"input_audio_features": torch.zeros(128, 1050),
+                        "audio_feature_lengths": torch.tensor([100, 350, 600]),
+                        "feature_attention_mask": _mask([100, 350, 600], 3000)})
+    assert (call.modality, call.container, call.lengths, call.ragged) == \
+        ("audio", "concatenated", [100, 350, 600], True)
+
+
+def test_a_clip_cut_into_windows_is_one_item_of_their_summed_length(EncoderCall):
+    """AudioFlamingo3's kwargs: each 30 s window padded to 3000 frames with
+    its mask, `chunk_counts` windows per clip (a 45 s clip is two)."""
+    call = EncoderCall({"input_features": torch.zeros(3, 128, 3000),
+                        "feature_attention_mask": _mask([1200, 3000, 1500], 3000),
+                        "chunk_counts": torch.tensor([1, 2])})
+    assert (call.lengths, call.ragged) == ([1200, 4500], True)

@@ -30,6 +30,21 @@ def test_a_token_the_tokenizer_lacks_is_refused_not_read_as_unknown():
         resolve_tokens({"audio_token_index": {"token": "<|AUDIOO|>"}}, tokenizer)
 
 
+# The top-level names of each published checkpoint's weights.
+PUBLISHED_PREFIXES = {"qwen2-audio": {"language_model", "audio_tower", "multi_modal_projector"},
+                      "qwen2-5-omni": {"thinker"},
+                      "audioflamingo3": {"language_model", "audio_tower", "multi_modal_projector"},
+                      "granite-speech": {"language_model", "encoder", "projector"},
+                      "qwen3-asr": {"model"}}
+# How HF transformers loads each for a reference: the model class, or its
+# thinker (Qwen2.5-Omni's composite wants a speaker file its thinker-only build lacks).
+HF_THINKER = {"qwen2-5-omni": ("Qwen2_5OmniThinkerForConditionalGeneration", "thinker_config")}
+
+
+def test_every_zoo_arch_names_its_published_layout():
+    assert set(PUBLISHED_PREFIXES) == set(ZOO_ARCHS)
+
+
 @pytest.mark.parametrize("arch", ZOO_ARCHS)
 def test_weights_carry_the_published_checkpoints_names(zoo_dirs, arch):
     """Transformers 5.19 saved Qwen2-Audio as `language_model.model.model.*`,
@@ -37,8 +52,8 @@ def test_weights_carry_the_published_checkpoints_names(zoo_dirs, arch):
     with safe_open(zoo_dirs[arch] / "model.safetensors", "pt") as weights:
         names = list(weights.keys())
     prefixes = {name.split(".")[0] for name in names}
-    assert not any(".model.model." in name or name.startswith("model.") for name in names), names[:5]
-    assert prefixes == {"language_model", "audio_tower", "multi_modal_projector"}
+    assert not any(".model.model." in name for name in names), names[:5]
+    assert prefixes == PUBLISHED_PREFIXES[arch]
 
 
 @pytest.mark.parametrize("arch", ZOO_ARCHS)
@@ -50,13 +65,20 @@ def test_the_media_change_the_answer(zoo_dirs, arch):
     import transformers
 
     processor = transformers.AutoProcessor.from_pretrained(zoo_dirs[arch])
-    model_class = getattr(transformers, SPECS[arch]["classes"]["model"])
-    model = model_class.from_pretrained(zoo_dirs[arch], dtype=torch.bfloat16)
+    if arch in HF_THINKER:
+        name, sub_config = HF_THINKER[arch]
+        config = getattr(transformers.AutoConfig.from_pretrained(zoo_dirs[arch]), sub_config)
+        model = getattr(transformers, name).from_pretrained(zoo_dirs[arch], config=config, dtype=torch.bfloat16)
+    else:
+        model = getattr(transformers, SPECS[arch]["classes"]["model"]).from_pretrained(zoo_dirs[arch],
+                                                                                       dtype=torch.bfloat16)
     prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
                                            add_generation_prompt=True, tokenize=False)
     answers = []
     for clip in (media.audio_clip(2.0, kind="sweep", seed=1), media.audio_clip(2.0, kind="noise", seed=2)):
         inputs = processor(text=prompt, audio=[clip], sampling_rate=16000, return_tensors="pt")
+        inputs = {key: value.to(torch.bfloat16) if value.is_floating_point() else value
+                  for key, value in inputs.items()}
         out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
         answers.append(out[0, inputs["input_ids"].shape[1]:].tolist())
     assert answers[0] != answers[1]

@@ -14,7 +14,7 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Iterator
 
-from harness.engines import hosts
+from harness.engines import architecture, hosts
 from harness.engines.base import CRASH_GRACE_S, Adapters, Engine, Sampling, per_conversation
 from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter, engine_cwd
@@ -131,8 +131,9 @@ class OfflineEngine(Engine):
         self.ready = True
         # The processes mark_vital just listed (EngineProcess keeps the tree).
         self.identity["kernels"] = observed_kernels(list(self.proc.vital))
-        self.identity |= hosts.observed(self.interpreter.tier, self.log_path.read_text(errors="replace"),
-                                        self.extra_env)
+        log_text = self.log_path.read_text(errors="replace")
+        self.identity |= hosts.observed(self.interpreter.tier, log_text, self.extra_env)
+        self.identity["architecture"] = architecture.resolved(log_text)
         return self
 
     def _check(self, deadline: float) -> None:

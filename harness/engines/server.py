@@ -8,7 +8,7 @@ import socket
 import time
 from pathlib import Path
 
-from harness.engines import hosts
+from harness.engines import architecture, hosts
 from harness.engines.base import CRASH_GRACE_S
 from harness.engines.control import EngineControl, control_file
 from harness.engines.interpreter import EngineInterpreter, engine_cwd
@@ -189,8 +189,9 @@ class ServerEngine(OpenAIEngine):
         self.ready = True
         # The processes mark_vital just listed (EngineProcess keeps the tree).
         self.identity["kernels"] = observed_kernels(list(self.proc.vital))
-        self.identity |= hosts.observed(self.interpreter.tier, self.log_path.read_text(errors="replace"),
-                                        self.extra_env)
+        log_text = self.log_path.read_text(errors="replace")
+        self.identity |= hosts.observed(self.interpreter.tier, log_text, self.extra_env)
+        self.identity["architecture"] = architecture.resolved(log_text)
 
     def _death(self) -> EngineCrashed | None:
         if self.crashed:

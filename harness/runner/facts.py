@@ -39,6 +39,8 @@ def attach_engine(record: CheckRecord, use: EngineUse, run_dir: Path, call: tupl
     engine = use.engine
     record.engine_version = engine.identity.get("version")
     record.host = engine_host(engine.identity)
+    if engine.identity.get("architecture"):  # the model class vLLM resolved
+        record.evidence["architecture"] = engine.identity["architecture"]
     if use.handle is not None and use.handle.attempts:  # its start was retried
         record.evidence.setdefault("start_attempts", use.handle.attempts)
     if engine.log_path and use.window:

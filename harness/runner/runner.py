@@ -30,6 +30,7 @@ from typing import Callable
 import pytest
 
 from harness.verdicts import Cause, CheckFailure
+from harness.engines import architecture
 from harness.engines.base import Sampling
 from harness.engines.outcomes import Completion, EngineStartupFailed, Result
 from harness.engines.devices import Lease, NoDeviceLeft
@@ -385,6 +386,11 @@ class Runner:
                                        f"start: {e.crash.detail}", evidence={"crash": e.crash.to_dict(),
                                                                             "start_attempts": e.attempts,
                                                                             STARTED_KEY: False})
+            return use
+        resolved = use.handle.engine.identity.get("architecture")
+        fallback = architecture.fallback_cause(resolved, self.entry.name)
+        if fallback:  # nothing is sent to it: what it answered would be the fallback's
+            use.failure = CheckFailure(Cause.NOT_SUPPORTED, fallback, evidence={"architecture": resolved})
             return use
         use.engine, use.watch = use.handle.engine, use.handle.watch
         use.host_kind, use.host_assumed = self._host_kind(use.engine)

@@ -77,14 +77,15 @@ class AudioLimits:
 
 
 def audio_limits(model: str) -> AudioLimits:
-    return audio_limits_of(processor(model))
+    return audio_limits_of(processor(model), max_audio_seconds(model))
 
 
-def audio_limits_of(proc) -> AudioLimits:
-    fe = proc.feature_extractor
+def audio_limits_of(proc, longest_s: float | None = None) -> AudioLimits:
+    fe = getattr(proc, "feature_extractor", None) or proc.audio_processor
     window = getattr(fe, "chunk_length", None)
     hop = getattr(fe, "hop_length", None)
-    return AudioLimits(max_audio_seconds_of(proc), float(window) if isinstance(window, (int, float)) else None,
+    return AudioLimits(longest_s if longest_s is not None else max_audio_seconds_of(proc),
+                       float(window) if isinstance(window, (int, float)) else None,
                        hop / fe.sampling_rate if isinstance(hop, int) and hop > 0 else 0.01)
 
 
@@ -133,16 +134,55 @@ def _processor(model: str):
     return AutoProcessor.from_pretrained(model)
 
 
+class NoStatedLimit(ValueError):
+    """The processor states no longest clip."""
+
+
+# Room a context-bound clip leaves for the rest of its prompt and the answer.
+PROMPT_ROOM_TOKENS = 256
+
+
 def max_audio_seconds(model: str) -> float:
     """The longest clip the model's processor takes whole: the feature
     extractor's truncation length, or its window (Whisper's `chunk_length`,
-    every clip padded or cut to it), and for Gemma4 its audio token budget."""
-    return max_audio_seconds_of(processor(model))
+    every clip padded or cut to it), and for Gemma4 its audio token budget.
+    A processor that states none (Granite Speech: clips of any length) takes
+    clips until their placeholder tokens fill the model's own context
+    (`max_position_embeddings`), less PROMPT_ROOM_TOKENS."""
+    proc = processor(model)
+    try:
+        return max_audio_seconds_of(proc)
+    except NoStatedLimit:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model)
+        context = getattr(config.get_text_config(), "max_position_embeddings", None)
+        if not context:
+            raise
+        return context_bound_seconds(proc, context - PROMPT_ROOM_TOKENS)
+
+
+def audio_tokens(proc, seconds: float) -> int:
+    """The placeholder tokens the model's processor puts in a prompt for one clip this long."""
+    prompt = proc.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
+                                      add_generation_prompt=True, tokenize=False)
+    clip = np.zeros(int(seconds * SAMPLE_RATE), np.float32)
+    ids = proc(text=prompt, audio=[clip], sampling_rate=SAMPLE_RATE, return_tensors="pt")["input_ids"][0]
+    return int((ids == proc.tokenizer.convert_tokens_to_ids(proc.audio_token)).sum())
+
+
+def context_bound_seconds(proc, tokens: int) -> float:
+    """The longest clip, to 0.1 s, whose placeholders are at most `tokens`."""
+    per_second = audio_tokens(proc, 10.0) / 10.0
+    seconds = int(tokens / per_second * 10) / 10
+    while seconds > 0 and audio_tokens(proc, seconds) > tokens:  # rounding at the clip's edge
+        seconds = round(seconds - 0.1, 1)
+    return seconds
 
 
 def max_audio_seconds_of(proc) -> float:
-    """`max_audio_seconds` of a loaded processor."""
-    fe = proc.feature_extractor
+    """`max_audio_seconds` of a loaded processor, where it states one."""
+    fe = getattr(proc, "feature_extractor", None) or proc.audio_processor
     limits = []
     default = inspect.signature(fe.__call__).parameters.get("max_length")
     if default is not None and isinstance(default.default, int):
@@ -154,7 +194,7 @@ def max_audio_seconds_of(proc) -> float:
     if tokens and ms:
         limits.append(tokens * ms / 1000)
     if not limits:
-        raise ValueError(f"{type(proc).__name__}: the processor states no audio length limit")
+        raise NoStatedLimit(f"{type(proc).__name__}: the processor states no audio length limit")
     return min(limits)
 
 

@@ -23,12 +23,15 @@ AROUND: list = []
 ON_MODEL: list = []
 
 # (kwarg, modality), first match wins: the kwarg holding each item's input.
-INPUT_KEYS = (("input_features_padded", "audio"), ("input_features", "audio"),
+INPUT_KEYS = (("input_features_padded", "audio"), ("input_features", "audio"), ("input_audio_features", "audio"),
               ("pixel_values_videos", "video"), ("pixel_values", "image"),
               ("image_embeds", "image"))
 # The mask of each item's valid frames: models that pad every clip to one
 # window (Whisper's 30 s: Qwen2-Audio) are ragged in these, not in shapes.
 MASK_KEYS = ("input_features_mask", "feature_attention_mask", "attention_mask")
+# Each item's length outright, where the items are concatenated into one
+# tensor (Qwen2.5-Omni: every clip's frames along one time axis).
+LENGTH_KEYS = ("audio_feature_lengths",)
 
 
 class EncoderCall:
@@ -43,11 +46,24 @@ class EncoderCall:
 
     def _read(self, value, kwargs) -> None:
         mask = next((kwargs[k] for k in MASK_KEYS if kwargs.get(k) is not None), None)
+        lengths = next((kwargs[k] for k in LENGTH_KEYS if kwargs.get(k) is not None), None)
         self.container = "list" if isinstance(value, (list, tuple)) else "tensor"
+        if lengths is not None and not isinstance(value, (list, tuple)):
+            self.container = "concatenated"
+            self.shapes = [[int(n)] for n in lengths]
+            return
         self.shapes = [list(t.shape) for t in value]
         if mask is not None and len(mask) == len(self.shapes) and len({tuple(s) for s in self.shapes}) == 1:
             # Items padded to one length: each one's real length is its mask's sum.
             self.shapes = [[int(m.sum())] + s[1:] for m, s in zip(mask, self.shapes)]
+        chunks = kwargs.get("chunk_counts")
+        if self.modality == "audio" and chunks is not None and sum(int(c) for c in chunks) == len(self.shapes):
+            # A clip longer than the window comes as several windows: regroup them per clip.
+            lengths, at = [], 0
+            for count in (int(c) for c in chunks):
+                lengths.append(sum(s[0] for s in self.shapes[at:at + count]))
+                at += count
+            self.shapes = [[n] + (self.shapes[0][1:] if self.shapes else []) for n in lengths]
         counts = kwargs.get("video_frame_counts")
         if self.modality == "video" and counts is not None:
             # Frames of all videos are stacked: regroup them per video.
