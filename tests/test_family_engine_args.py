@@ -20,6 +20,9 @@ BEFORE = {
     "tiny-gemma4-heads4": {**COMMON, "limit_mm_per_prompt": {"image": 4}},
     "tiny-gemma3n": {**COMMON, "limit_mm_per_prompt": {"image": 4, "audio": 1}},
 }
+# The audio zoo's entries (added since), audio only: the arguments every entry has.
+ZOO = ("tiny-qwen2-audio", "tiny-qwen2-5-omni", "tiny-audioflamingo3", "tiny-granite-speech", "tiny-qwen3-asr")
+BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1}} for name in ZOO}
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.
@@ -54,7 +57,7 @@ def test_cpu_engines_get_the_arguments_they_got_before(entry, family):
     before = {**BEFORE[entry.name], **ADDED_BEFORE.get(family, {}), **ADDED_SINCE.get((entry.name, family), {})}
     assert runner.args_for(None) == before
     assert runner.args_for({"max_loras": 32}) == {**before, "max_loras": 32}
-    assert runner.mm_limit("image") == BEFORE[entry.name]["limit_mm_per_prompt"]["image"]
+    assert runner.mm_limit("image") == BEFORE[entry.name]["limit_mm_per_prompt"].get("image", 1)
 
 
 def test_call_over_entry_family_over_family_default_over_entry(tmp_path):
