@@ -72,6 +72,14 @@ def test_one_pass(batch, check):
     check.one_pass(batch.run, modality="audio", ragged=batch.run.workload.name == "ragged")
 
 
+def test_placeholders_as_the_processor(batch, runner, check):
+    """Each clip's audio placeholder tokens in the engine's prompt are as
+    many as the model's own processor puts there for a clip of that length
+    (the durations end one sample past a frame's edge): a count one short
+    drops audio without a word."""
+    check.placeholders_as_processor(batch.run, audio.processor(runner.model))
+
+
 @pytest.mark.numeric_paths("same-stack")
 def test_batch_invariance(batch, clip, check):
     """A clip's greedy output in the batch equals its output alone on the

@@ -8,7 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.workloads.audio import AudioLimits, audio_limits_of, ragged_durations
+from harness.workloads.audio import SAMPLE_RATE, AudioLimits, audio_limits_of, ragged_durations
+
+
+def _seconds(durations):
+    """To 0.1 s: each duration is one sample past it."""
+    assert all(round((d - round(d, 1)) * SAMPLE_RATE) == 1 for d in durations), durations
+    return [round(d, 1) for d in durations]
 
 
 def _processor(**fe) -> SimpleNamespace:
@@ -21,20 +27,20 @@ def _processor(**fe) -> SimpleNamespace:
 def test_a_whisper_window_model_spans_its_window_and_ends_just_short_of_it():
     limits = audio_limits_of(_processor(chunk_length=30))
     assert limits == AudioLimits(longest_s=30.0, window_s=30.0, frame_s=0.01)
-    assert ragged_durations(limits, 4) == [0.5, 10.2, 19.8, 29.5]
+    assert _seconds(ragged_durations(limits, 4)) == [0.5, 10.2, 19.8, 29.5]
 
 
 def test_the_durations_move_with_the_models_limits():
-    assert ragged_durations(AudioLimits(15.0, 15.0, 0.01), 4) == [0.5, 5.2, 9.8, 14.5]
+    assert _seconds(ragged_durations(AudioLimits(15.0, 15.0, 0.01), 4)) == [0.5, 5.2, 9.8, 14.5]
     # A 20 ms hop: the short clip is 50 of its frames.
-    assert ragged_durations(AudioLimits(30.0, None, 0.02), 3) == [1.0, 15.0, 29.0]
+    assert _seconds(ragged_durations(AudioLimits(30.0, None, 0.02), 3)) == [1.0, 15.0, 29.0]
 
 
 def test_clips_cut_into_windows_straddle_the_windows_edge():
     """A model that takes 60 s whole in 30 s windows: two clips sit just
     under and just over 30 s, so one clip fills one window and another spills
     into a second."""
-    assert ragged_durations(AudioLimits(60.0, 30.0, 0.01), 4) == [0.5, 29.5, 30.5, 59.5]
+    assert _seconds(ragged_durations(AudioLimits(60.0, 30.0, 0.01), 4)) == [0.5, 29.5, 30.5, 59.5]
 
 
 def test_more_clips_than_the_limits_leave_room_for_are_refused():

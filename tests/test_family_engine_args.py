@@ -21,7 +21,8 @@ BEFORE = {
     "tiny-gemma3n": {**COMMON, "limit_mm_per_prompt": {"image": 4, "audio": 1}},
 }
 # The audio zoo's entries (added since), audio only: the arguments every entry has.
-ZOO = ("tiny-qwen2-audio", "tiny-qwen2-5-omni", "tiny-audioflamingo3", "tiny-granite-speech", "tiny-qwen3-asr")
+ZOO = ("tiny-qwen2-audio", "tiny-qwen2-5-omni", "tiny-audioflamingo3", "tiny-granite-speech", "tiny-qwen3-asr",
+       "tiny-qwen3-omni", "tiny-glmasr", "tiny-gemma4-unified")
 BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1}} for name in ZOO}
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}

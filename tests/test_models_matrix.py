@@ -15,7 +15,7 @@ dtype = "bfloat16"
 
 def test_shipped_matrix_lists_the_tiers():
     m = load_matrix()
-    assert {e.tiny_arch for e in m["cpu"]} == {"gemma4", "gemma3n", "gemma4-awq", "qwen2-audio"}
+    assert {"gemma4", "gemma3n", "gemma4-awq", "qwen2-audio"} <= {e.tiny_arch for e in m["cpu"]}
     gpu = {e.model for e in m["gpu"]}
     assert {"google/gemma-3n-E2B-it", "google/gemma-4-E2B-it"} <= gpu
     assert any("AWQ" in e.model and "26B" in e.model for e in m["gpu"])

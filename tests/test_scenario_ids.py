@@ -10,7 +10,8 @@ entry never runs (its `lora.tp_sizes`) are no longer collected; the fuzz
 family's checks (one per `fuzz = true` entry), the soak family's (one
 set per `soak = true` entry) and the cache matrix's (one set per cell of
 the pairwise subset, per `cache = true` entry) were added, and those of the audio zoo's
-entries (tiny-qwen2-audio and on). The ids are
+entries (tiny-qwen2-audio and on), and the ragged family's placeholder
+count (test_placeholders_as_the_processor). The ids are
 `make run`'s selection (`--stress`)."""
 import subprocess
 import sys

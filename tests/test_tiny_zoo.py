@@ -35,7 +35,10 @@ PUBLISHED_PREFIXES = {"qwen2-audio": {"language_model", "audio_tower", "multi_mo
                       "qwen2-5-omni": {"thinker"},
                       "audioflamingo3": {"language_model", "audio_tower", "multi_modal_projector"},
                       "granite-speech": {"language_model", "encoder", "projector"},
-                      "qwen3-asr": {"model"}}
+                      "qwen3-asr": {"model"},
+                      "qwen3-omni": {"thinker"},
+                      "glmasr": {"language_model", "audio_tower", "multi_modal_projector"},
+                      "gemma4-unified": {"model"}}
 # How HF transformers loads each for a reference: the model class, or its
 # thinker (Qwen2.5-Omni's composite wants a speaker file its thinker-only build lacks).
 HF_THINKER = {"qwen2-5-omni": ("Qwen2_5OmniThinkerForConditionalGeneration", "thinker_config")}

@@ -36,6 +36,9 @@ ONE_STACK = ("same-stack", "long-answers", "chunked-vs-unchunked")
 # rounding by one, the others' by their probabilities' sum times the grid,
 # at most one more.
 ONE_ROUNDING_STEPS = 2.0
+# Exact one-stack profiles of other models that make a host kind batch-exact
+# (harness.checks.noise._exact_host_kind): enough that no chance rounding of one model decides it.
+EXACT_HOST_KIND_PROFILES = 3
 # The numeric paths a comparison may declare, and what differs between its sides.
 PATHS = {
     "same-stack": "one engine stack at one TP size: a batch, a concurrent load, a cached repeat or a "
@@ -295,6 +298,8 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
     mine = [p for p in same if p.host == host]
     if mine and not mine[0].refused:
         return _floored(mine[0], profiles)
+    if mine and (exact := _exact_host_kind(mine[0], profiles)) is not None:
+        return exact
     if mine:
         profile, shadowed = mine[0], [p.source for p in mine[1:] if not p.refused]
         raise RefusedProfile(f"the calibration of {model} on path {path} on host kind {host} was refused, so nothing "
@@ -307,6 +312,26 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
                                    if others else "")
                     + ": calibrate this host kind first (`make calibrate`, or `python -m harness calibrate "
                       f"--model {model}`)")
+
+
+def _exact_host_kind(refused: NoiseProfile, profiles: list[NoiseProfile]) -> NoiseProfile | None:
+    """A refused one-stack profile on a host kind whose every other one-stack
+    profile (EXACT_HOST_KIND_PROFILES or more, of other models) measured
+    exact: the kernels there are batch-exact, so what the calibration met
+    is the engine's own (a model whose answers depend on their batch,
+    finding 014), not noise, and the path is judged exact: its checks fail
+    naming the input that moved, which a known issue can register. None
+    where the host kind is noisy or too little is known of it."""
+    if refused.path not in ONE_STACK:
+        return None
+    others = [p for p in profiles if (p.tier, p.host) == (refused.tier, refused.host) and p.path in ONE_STACK
+              and p.model != refused.model and not p.refused]
+    if len({p.model for p in others}) < EXACT_HOST_KIND_PROFILES or not all(p.exact for p in others):
+        return None
+    return replace(refused, refused="", logprob_steps=0.0, split_margin_nats=0.0, max_splits=0, step=STEP,
+                   note=f"its calibration was refused ({refused.refused}), but every other one-stack profile on "
+                        f"this host kind ({len(others)}, of {len({p.model for p in others})} models) is exact: "
+                        "the host kind is batch-exact, so what was measured is the engine's, and it is judged exact")
 
 
 def _floored(profile: NoiseProfile, profiles: list[NoiseProfile]) -> NoiseProfile:

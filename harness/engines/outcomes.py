@@ -18,6 +18,8 @@ class Completion:
     # Per generated position: {token_id: logprob} of the top-k candidates.
     logprobs: list[dict[int, float]] = field(default_factory=list)
     prompt_token_count: int | None = None
+    # Offline only: the prompt as the engine tokenized it, placeholders expanded.
+    prompt_token_ids: list[int] | None = None
     # Prompt tokens served from the engine's prefix cache (None: not reported).
     cached_tokens: int | None = None
     finish_reason: str | None = None

@@ -36,6 +36,7 @@ from harness.memory.samplers import Sampler
 from harness.models import tier_settings
 from harness.schedule import retirement
 from harness.schedule.ahead import next_ahead
+from harness.schedule.scopes import ModelScopeScheduling
 from harness.schedule.placement import run_placement
 from harness.plugins.common import (history_path, is_check, is_controller, model_entry_of, numeric_paths_of,
                                      worker_count, worker_id)
@@ -196,6 +197,19 @@ def check(request, check_record) -> Check:
     """This check's hand on its own record."""
     made = request.node.stash[CHECK] = Check(check_record, paths=numeric_paths_of(request.node))
     return made
+
+
+# --- what each xdist worker is handed ----------------------------------------
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """A scenario run's `--dist loadscope`: each unit a module's checks of one
+    model (harness.schedule.scopes), so a family's models spread over the
+    workers. Any other distribution is xdist's own."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    models = [entry.name for entry in config.hook.pytest_mmharness_models(config=config)]
+    return ModelScopeScheduling(config, log, models=models)
 
 
 # --- retiring engines no later check needs ----------------------------------

@@ -23,6 +23,7 @@ from harness.lora import effects
 from harness.memory.card import chunks
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
+from harness.workloads import audio
 from harness.workloads.chat import media_items
 
 
@@ -60,6 +61,29 @@ class Check:
                                   for e in calls):
             raise CheckFailure(Cause.PREMISE, f"no {modality} encoder call held all {n} items at one "
                                f"length: {[e.get('shapes') for e in calls]}")
+
+    def placeholders_as_processor(self, run: Run, processor) -> None:
+        """Each clip's audio placeholders in the engine's prompt are as many
+        as the model's own processor puts there for a clip of its length: a
+        count one short drops the clip's last frame without a word (vLLM
+        #47652). Offline runs only (the engine hands back its prompt)."""
+        completions = self.completed(run)
+        token = audio.audio_token_id(processor)
+        counts = {}
+        for label, request, completion in zip(run.labels, run.workload.requests, completions):
+            if completion.prompt_token_ids is None:
+                raise Unsupported("the engine did not hand back its prompt's tokens (a server): "
+                                  "its placeholders cannot be counted")
+            want = audio.audio_tokens(processor, request.facts["samples"])
+            got = completion.prompt_token_ids.count(token)
+            counts[label] = {"engine": got, "processor": want}
+        self.note({"audio_placeholders": counts})
+        wrong = {label: c for label, c in counts.items() if c["engine"] != c["processor"]}
+        if wrong:
+            label, c = next(iter(wrong.items()))
+            raise CheckFailure(Cause.MISMATCH, f"input {label}: the engine placed {c['engine']} audio placeholder "
+                               f"tokens, the model's processor {c['processor']}"
+                               + (f" (and {len(wrong) - 1} more clips)" if len(wrong) > 1 else ""))
 
     def one_step(self, run: Run) -> list[dict]:
         """Every request of the run answered, and every prompt of it

@@ -96,11 +96,13 @@ SHORT_FRAMES = 50
 
 
 def ragged_durations(limits: AudioLimits, n: int) -> list[float]:
-    """n distinct durations (n >= 2) from the model's own limits, to 0.1 s:
-    from a clip SHORT_FRAMES frames long to one as much short of the longest
-    clip the model takes whole, evenly between. Where every clip is cut into
-    windows shorter than that, two of them straddle the window's edge, just
-    under and just over it."""
+    """n distinct durations (n >= 2) from the model's own limits: from a clip
+    SHORT_FRAMES frames long to one as much short of the longest clip the
+    model takes whole, evenly between, each to 0.1 s and one sample more, so
+    that every clip ends just past a frame's edge, where a placeholder count
+    that rounds the frames wrong is one short (vLLM #47652). Where every
+    clip is cut into windows shorter than the longest, two of them straddle
+    the window's edge, just under and just over it."""
     margin = round(SHORT_FRAMES * limits.frame_s, 1)
     low, high = margin, limits.longest_s - margin
     durations = [round(low + (high - low) * i / (n - 1), 1) for i in range(n)]
@@ -109,7 +111,7 @@ def ragged_durations(limits: AudioLimits, n: int) -> list[float]:
         durations[n // 2 - 1:n // 2 + 1] = [round(window - margin, 1), round(window + margin, 1)]
     if len(set(durations)) != n:
         raise ValueError(f"{n} distinct clip durations do not fit between {low} s and {high} s")
-    return sorted(durations)
+    return [d + 1 / SAMPLE_RATE for d in sorted(durations)]
 
 
 def concurrent_durations(limits: AudioLimits, n: int) -> list[float]:
@@ -162,20 +164,26 @@ def max_audio_seconds(model: str) -> float:
         return context_bound_seconds(proc, context - PROMPT_ROOM_TOKENS)
 
 
-def audio_tokens(proc, seconds: float) -> int:
-    """The placeholder tokens the model's processor puts in a prompt for one clip this long."""
+def audio_token_id(proc) -> int:
+    """The id of the model's audio placeholder token."""
+    return proc.tokenizer.convert_tokens_to_ids(proc.audio_token)
+
+
+def audio_tokens(proc, samples: int) -> int:
+    """The placeholder tokens the model's processor puts in a prompt for one
+    clip of this many 16 kHz samples."""
     prompt = proc.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
                                       add_generation_prompt=True, tokenize=False)
-    clip = np.zeros(int(seconds * SAMPLE_RATE), np.float32)
+    clip = np.zeros(samples, np.float32)
     ids = proc(text=prompt, audio=[clip], sampling_rate=SAMPLE_RATE, return_tensors="pt")["input_ids"][0]
-    return int((ids == proc.tokenizer.convert_tokens_to_ids(proc.audio_token)).sum())
+    return int((ids == audio_token_id(proc)).sum())
 
 
 def context_bound_seconds(proc, tokens: int) -> float:
     """The longest clip, to 0.1 s, whose placeholders are at most `tokens`."""
-    per_second = audio_tokens(proc, 10.0) / 10.0
+    per_second = audio_tokens(proc, 10 * SAMPLE_RATE) / 10.0
     seconds = int(tokens / per_second * 10) / 10
-    while seconds > 0 and audio_tokens(proc, seconds) > tokens:  # rounding at the clip's edge
+    while seconds > 0 and audio_tokens(proc, round(seconds * SAMPLE_RATE)) > tokens:  # the clip's edge
         seconds = round(seconds - 0.1, 1)
     return seconds
 

@@ -33,6 +33,7 @@ def _outputs(results, call_no):
         lps = [{int(t): float(lp.logprob) for t, lp in pos.items()} for pos in (o.logprobs or [])]
         outs.append({"text": o.text, "token_ids": list(o.token_ids), "logprobs": lps,
                      "prompt_token_count": len(r.prompt_token_ids or []),
+                     "prompt_token_ids": list(r.prompt_token_ids or []),
                      "cached_tokens": r.num_cached_tokens,
                      "finish_reason": o.finish_reason, "batch_call": call_no,
                      "batch_size": len(results)})
