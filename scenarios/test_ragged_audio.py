@@ -36,8 +36,9 @@ ENGINES = (
 
 @pytest.fixture(scope="module")
 def limits(runner) -> audio.AudioLimits:
-    """The model's own limits on clip length, from its processor."""
-    return audio.audio_limits(runner.model)
+    """The model's own limits on clip length, from its processor and the
+    engine's context."""
+    return audio.audio_limits(runner.model, runner.args_for(None).get("max_model_len"))
 
 
 @pytest.fixture(scope="module", params=["ragged", "equal"])
@@ -125,7 +126,7 @@ def test_alive_after_load(load, check):
 # --- checks: edge and hostile audio, one request each ----------------------------
 
 @pytest.mark.parametrize("edge", list(audio.EDGE_INPUTS))
-def test_edge_input(runner, edge, check):
+def test_edge_input(runner, limits, edge, check):
     """Each input gets the outcome it must: valid audio (very short, silent,
     stereo, resampled, the longest allowed) is answered, a resampled clip
     with the prompt tokens of the same audio at 16 kHz mono; garbage, empty
@@ -133,7 +134,7 @@ def test_edge_input(runner, edge, check):
     message; beyond the longest, a 4xx or no more prompt tokens than the
     longest allowed. The engine is alive afterwards."""
     spec = audio.EDGE_INPUTS[edge]
-    run = runner.one(audio.edge_workload(runner.model, edge), SAMPLING)
-    held_to = runner.one(audio.edge_workload(runner.model, spec.held_to), SAMPLING) if spec.held_to else None
+    run = runner.one(audio.edge_workload(edge, limits.longest_s), SAMPLING)
+    held_to = runner.one(audio.edge_workload(spec.held_to, limits.longest_s), SAMPLING) if spec.held_to else None
     check.edge_outcome(run, spec.expect, held_to)
     check.alive(run, after=f"input {edge}")

@@ -24,10 +24,19 @@ def _processor(**fe) -> SimpleNamespace:
     return SimpleNamespace(feature_extractor=extractor)
 
 
-def test_a_whisper_window_model_spans_its_window_and_ends_just_short_of_it():
-    limits = audio_limits_of(_processor(chunk_length=30))
-    assert limits == AudioLimits(longest_s=30.0, window_s=30.0, frame_s=0.01)
-    assert _seconds(ragged_durations(limits, 4)) == [0.5, 10.2, 19.8, 29.5]
+def test_a_whisper_window_is_a_window_not_a_limit():
+    """Qwen2-Audio cuts clips at its 30 s window, vLLM's Qwen2.5-Omni takes
+    them whole: the window is where clips straddle, the longest comes from
+    elsewhere (here: the engine's context)."""
+    limits = audio_limits_of(_processor(chunk_length=30), 71.6)
+    assert limits == AudioLimits(longest_s=71.6, window_s=30.0, frame_s=0.01)
+    assert _seconds(ragged_durations(limits, 4)) == [0.5, 29.5, 30.5, 71.1]
+    with pytest.raises(ValueError, match="no audio length limit"):
+        audio_limits_of(_processor(chunk_length=30))
+
+
+def test_a_window_as_long_as_the_longest_is_not_straddled():
+    assert _seconds(ragged_durations(AudioLimits(30.0, 30.0, 0.01), 4)) == [0.5, 10.2, 19.8, 29.5]
 
 
 def test_the_durations_move_with_the_models_limits():

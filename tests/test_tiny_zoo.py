@@ -119,9 +119,17 @@ def test_vllm_places_as_many_placeholders_as_the_models_processor(zoo_dirs, arch
         assert seen[modality]["vllm"] == seen[modality]["hf"] > 0
 
 
-def test_a_whisper_windows_clips_are_longest_at_its_window(zoo_dirs):
-    """Qwen2-Audio's feature extractor pads or cuts every clip to its 30 s
-    window: the edge family's longest clip is that long."""
-    from harness.workloads.audio import max_audio_seconds
+def test_the_longest_clip_fills_the_engines_context_where_the_processor_states_none(zoo_dirs):
+    """Granite Speech's processor takes clips of any length (a token per
+    started 0.1 s): the longest is the one whose tokens fill the engine's
+    context, less room for the prompt. Qwen2-Audio's cuts every clip at its
+    30 s window (750 tokens): the longest is that window."""
+    from harness.workloads.audio import PROMPT_ROOM_TOKENS, audio_tokens, max_audio_seconds, processor
 
-    assert max_audio_seconds(str(zoo_dirs["qwen2-audio"])) == 30.0
+    qwen = str(zoo_dirs["qwen2-audio"])
+    assert audio_tokens(processor(qwen), 40 * 16000) == 750  # cut at the window
+    assert max_audio_seconds(qwen, 2048) == 30.0
+    granite = str(zoo_dirs["granite-speech"])
+    longest = max_audio_seconds(granite, 2048)
+    assert audio_tokens(processor(granite), round(longest * 16000)) <= 2048 - PROMPT_ROOM_TOKENS < \
+        audio_tokens(processor(granite), round((longest + 0.4) * 16000))  # a token per started 0.1 s

@@ -76,8 +76,8 @@ class AudioLimits:
     frame_s: float
 
 
-def audio_limits(model: str) -> AudioLimits:
-    return audio_limits_of(processor(model), max_audio_seconds(model))
+def audio_limits(model: str, context_tokens: int | None = None) -> AudioLimits:
+    return audio_limits_of(processor(model), max_audio_seconds(model, context_tokens))
 
 
 def audio_limits_of(proc, longest_s: float | None = None) -> AudioLimits:
@@ -114,9 +114,17 @@ def ragged_durations(limits: AudioLimits, n: int) -> list[float]:
     return [d + 1 / SAMPLE_RATE for d in sorted(durations)]
 
 
+# A load's clips span this share of the model's longest: clips of much the
+# same preprocessing time, so that concurrent requests reach the scheduler
+# together (with 0.5 to 29.5 s clips, four requests on Qwen2.5-Omni arrived
+# one by one and were never served together).
+LOAD_SPAN = 1 / 3
+
+
 def concurrent_durations(limits: AudioLimits, n: int) -> list[float]:
-    """n distinct durations for a concurrent load, as the ragged batch's."""
-    return ragged_durations(limits, n)
+    """n distinct durations for a concurrent load, spread as the ragged
+    batch's over the first LOAD_SPAN of the model's longest clip."""
+    return ragged_durations(AudioLimits(limits.longest_s * LOAD_SPAN, None, limits.frame_s), n)
 
 
 def processor(model: str):
@@ -144,24 +152,23 @@ class NoStatedLimit(ValueError):
 PROMPT_ROOM_TOKENS = 256
 
 
-def max_audio_seconds(model: str) -> float:
-    """The longest clip the model's processor takes whole: the feature
-    extractor's truncation length, or its window (Whisper's `chunk_length`,
-    every clip padded or cut to it), and for Gemma4 its audio token budget.
-    A processor that states none (Granite Speech: clips of any length) takes
-    clips until their placeholder tokens fill the model's own context
-    (`max_position_embeddings`), less PROMPT_ROOM_TOKENS."""
+def max_audio_seconds(model: str, context_tokens: int | None = None) -> float:
+    """The longest clip the model takes whole: what its processor states
+    (the feature extractor's truncation length, Gemma4's audio token
+    budget, a processor's `max_audio_len`), and, given the engine's context
+    (`max_model_len`), no longer than the clip whose placeholder tokens fill
+    it, less PROMPT_ROOM_TOKENS. A Whisper-style window is not a limit:
+    some engines cut a clip there, others (vLLM's Qwen2.5-Omni) take it whole."""
     proc = processor(model)
     try:
-        return max_audio_seconds_of(proc)
+        stated = max_audio_seconds_of(proc)
     except NoStatedLimit:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(model)
-        context = getattr(config.get_text_config(), "max_position_embeddings", None)
-        if not context:
+        if context_tokens is None:
             raise
-        return context_bound_seconds(proc, context - PROMPT_ROOM_TOKENS)
+        stated = float("inf")
+    if context_tokens is None:
+        return stated
+    return min(stated, context_bound_seconds(proc, context_tokens - PROMPT_ROOM_TOKENS))
 
 
 def audio_token_id(proc) -> int:
@@ -180,12 +187,21 @@ def audio_tokens(proc, samples: int) -> int:
 
 
 def context_bound_seconds(proc, tokens: int) -> float:
-    """The longest clip, to 0.1 s, whose placeholders are at most `tokens`."""
-    per_second = audio_tokens(proc, 10 * SAMPLE_RATE) / 10.0
-    seconds = int(tokens / per_second * 10) / 10
-    while seconds > 0 and audio_tokens(proc, round(seconds * SAMPLE_RATE)) > tokens:  # the clip's edge
-        seconds = round(seconds - 0.1, 1)
-    return seconds
+    """The longest clip, to 0.1 s, whose placeholders are at most `tokens`,
+    bisected in tenths of a second up to twice the estimate from a 10 s
+    clip's rate; where the processor cuts clips shorter (Qwen2-Audio at its
+    30 s window), the shortest clip it cuts to its most tokens."""
+    count = lambda tenths: audio_tokens(proc, tenths * SAMPLE_RATE // 10)  # noqa: E731
+    high = 2 * int(tokens / (count(100) / 10.0) * 10)
+    if count(high) <= tokens:  # it cuts clips short of the context: the longest is where its count stops
+        cap, fits = count(high), lambda tenths: count(tenths) < cap  # noqa: E731
+    else:
+        fits = lambda tenths: count(tenths) <= tokens  # noqa: E731
+    low = 0
+    while high - low > 1:  # fits(low), not fits(high)
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return high / 10 if count(high) <= tokens else low / 10
 
 
 def max_audio_seconds_of(proc) -> float:
@@ -195,9 +211,9 @@ def max_audio_seconds_of(proc) -> float:
     default = inspect.signature(fe.__call__).parameters.get("max_length")
     if default is not None and isinstance(default.default, int):
         limits.append(default.default / fe.sampling_rate)
-    window_s = getattr(fe, "chunk_length", None)
-    if isinstance(window_s, (int, float)) and window_s > 0:
-        limits.append(float(window_s))
+    max_audio_len = getattr(proc, "max_audio_len", None)  # AudioFlamingo3, GLM-ASR: windows up to this
+    if isinstance(max_audio_len, (int, float)) and max_audio_len > 0:
+        limits.append(float(max_audio_len))
     tokens, ms = getattr(proc, "audio_seq_length", None), getattr(proc, "audio_ms_per_token", None)
     if tokens and ms:
         limits.append(tokens * ms / 1000)
@@ -228,35 +244,36 @@ class Edge:
     """An edge or hostile input, and the outcome it must get (see
     harness.checks.requests.check_edge_outcome); `held_to` names the input whose
     prompt tokens it is compared with."""
-    part: Callable[[str], dict]
+    part: Callable[[float], dict]  # of the model's longest clip, in seconds
     expect: str
     held_to: str | None = None
 
 
 # The same two seconds as 16 kHz mono: what a resampled clip must come to.
 TWO_SECONDS_16K = "2s-16kHz-mono"
-REFERENCE_INPUTS: dict[str, Callable[[str], dict]] = {
-    TWO_SECONDS_16K: lambda model: _clip_part(2.0),
-    "longest-allowed": lambda model: _clip_part(max_audio_seconds(model)),
+REFERENCE_INPUTS: dict[str, Callable[[float], dict]] = {
+    TWO_SECONDS_16K: lambda longest: _clip_part(2.0),
+    "longest-allowed": lambda longest: _clip_part(longest),
 }
 EDGE_INPUTS: dict[str, Edge] = {
-    "0.05s": Edge(lambda model: _clip_part(0.05), ANSWER),
-    "silence": Edge(lambda model: _silence(), ANSWER),
-    "stereo": Edge(lambda model: _clip_part(2.0, channels=2), ANSWER),
-    "8kHz": Edge(lambda model: _clip_part(2.0, sample_rate=8000), ANSWER, TWO_SECONDS_16K),
-    "44.1kHz": Edge(lambda model: _clip_part(2.0, sample_rate=44100), ANSWER, TWO_SECONDS_16K),
+    "0.05s": Edge(lambda longest: _clip_part(0.05), ANSWER),
+    "silence": Edge(lambda longest: _silence(), ANSWER),
+    "stereo": Edge(lambda longest: _clip_part(2.0, channels=2), ANSWER),
+    "8kHz": Edge(lambda longest: _clip_part(2.0, sample_rate=8000), ANSWER, TWO_SECONDS_16K),
+    "44.1kHz": Edge(lambda longest: _clip_part(2.0, sample_rate=44100), ANSWER, TWO_SECONDS_16K),
     "longest-allowed": Edge(REFERENCE_INPUTS["longest-allowed"], ANSWER),
-    "beyond-longest": Edge(lambda model: _clip_part(max_audio_seconds(model) + 5.0), REFUSE_OR_CAP,
+    "beyond-longest": Edge(lambda longest: _clip_part(longest + 5.0), REFUSE_OR_CAP,
                            "longest-allowed"),
-    "truncated-wav": Edge(lambda model: _truncated_wav(), REFUSE),
-    "random-bytes-as-wav": Edge(lambda model: audio_part(np.random.default_rng(7).bytes(4096)), REFUSE),
-    "empty-payload": Edge(lambda model: audio_part(b""), REFUSE),
-    "image-as-audio": Edge(lambda model: audio_url_part(
+    "truncated-wav": Edge(lambda longest: _truncated_wav(), REFUSE),
+    "random-bytes-as-wav": Edge(lambda longest: audio_part(np.random.default_rng(7).bytes(4096)), REFUSE),
+    "empty-payload": Edge(lambda longest: audio_part(b""), REFUSE),
+    "image-as-audio": Edge(lambda longest: audio_url_part(
         media.encode_image(media.image(64, 64, seed=7)), "audio/wav"), REFUSE),
 }
 
 
-def edge_workload(model: str, name: str) -> Workload:
-    """One edge, hostile or reference input; all share the family's `edge` scenario."""
+def edge_workload(name: str, longest_s: float) -> Workload:
+    """One edge, hostile or reference input, for a model whose longest clip
+    is `longest_s`; all share the family's `edge` scenario."""
     part = EDGE_INPUTS[name].part if name in EDGE_INPUTS else REFERENCE_INPUTS[name]
-    return Workload("edge", (Request(name, user(part(model), PROMPT), {"input": name}),))
+    return Workload("edge", (Request(name, user(part(longest_s), PROMPT), {"input": name}),))
