@@ -114,17 +114,17 @@ def ragged_durations(limits: AudioLimits, n: int) -> list[float]:
     return [d + 1 / SAMPLE_RATE for d in sorted(durations)]
 
 
-# A load's clips span this share of the model's longest: clips of much the
-# same preprocessing time, so that concurrent requests reach the scheduler
-# together (with 0.5 to 29.5 s clips, four requests on Qwen2.5-Omni arrived
-# one by one and were never served together).
-LOAD_SPAN = 1 / 3
+# A load's clips are at most this long: clips of much the same preprocessing
+# time, so that concurrent requests reach the scheduler together (clips of
+# 0.5 to 29.5 s on Qwen2.5-Omni, and of 0.5 to 47 s on GLM-ASR, arrived one
+# by one and were never served together; 1 to 12 s ones were, on every model).
+LOAD_LONGEST_S = 10.0
 
 
 def concurrent_durations(limits: AudioLimits, n: int) -> list[float]:
     """n distinct durations for a concurrent load, spread as the ragged
-    batch's over the first LOAD_SPAN of the model's longest clip."""
-    return ragged_durations(AudioLimits(limits.longest_s * LOAD_SPAN, None, limits.frame_s), n)
+    batch's up to LOAD_LONGEST_S (or the model's longest, if shorter)."""
+    return ragged_durations(AudioLimits(min(limits.longest_s, LOAD_LONGEST_S), None, limits.frame_s), n)
 
 
 def processor(model: str):
@@ -247,6 +247,15 @@ class Edge:
     part: Callable[[float], dict]  # of the model's longest clip, in seconds
     expect: str
     held_to: str | None = None
+    # A clip of this many samples: where the model's own processor makes no
+    # placeholder of it (GLM-ASR's shortest clip is longer), a 4xx is its due.
+    samples: int | None = None
+
+    def expect_for(self, proc) -> str:
+        """What this input must get from the model whose processor is `proc`."""
+        if self.samples is not None and audio_tokens(proc, self.samples) == 0:
+            return REFUSE
+        return self.expect
 
 
 # The same two seconds as 16 kHz mono: what a resampled clip must come to.
@@ -256,13 +265,14 @@ REFERENCE_INPUTS: dict[str, Callable[[float], dict]] = {
     "longest-allowed": lambda longest: _clip_part(longest),
 }
 EDGE_INPUTS: dict[str, Edge] = {
-    "0.05s": Edge(lambda longest: _clip_part(0.05), ANSWER),
+    "0.05s": Edge(lambda longest: _clip_part(0.05), ANSWER, samples=round(0.05 * SAMPLE_RATE)),
     "silence": Edge(lambda longest: _silence(), ANSWER),
     "stereo": Edge(lambda longest: _clip_part(2.0, channels=2), ANSWER),
     "8kHz": Edge(lambda longest: _clip_part(2.0, sample_rate=8000), ANSWER, TWO_SECONDS_16K),
     "44.1kHz": Edge(lambda longest: _clip_part(2.0, sample_rate=44100), ANSWER, TWO_SECONDS_16K),
     "longest-allowed": Edge(REFERENCE_INPUTS["longest-allowed"], ANSWER),
-    "beyond-longest": Edge(lambda longest: _clip_part(longest + 5.0), REFUSE_OR_CAP,
+    # Past the longest by a quarter and 5 s: where the context bounds it, past the context too.
+    "beyond-longest": Edge(lambda longest: _clip_part(longest * 1.25 + 5.0), REFUSE_OR_CAP,
                            "longest-allowed"),
     "truncated-wav": Edge(lambda longest: _truncated_wav(), REFUSE),
     "random-bytes-as-wav": Edge(lambda longest: audio_part(np.random.default_rng(7).bytes(4096)), REFUSE),
