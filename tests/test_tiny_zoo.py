@@ -111,14 +111,6 @@ def test_a_build_vllm_cannot_load_is_a_builder_error_and_enters_no_cache(tmp_pat
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("qwen2-audio")]
 
 
-@pytest.mark.parametrize("arch", ZOO_ARCHS)
-def test_vllm_places_as_many_placeholders_as_the_models_processor(zoo_dirs, arch):
-    seen = check_build(zoo_dirs[arch], SPECS[arch]["vllm_architecture"], tuple(SPECS[arch]["media"]))
-    assert seen["architecture"] == SPECS[arch]["vllm_architecture"]
-    for modality in SPECS[arch]["media"]:
-        assert seen[modality]["vllm"] == seen[modality]["hf"] > 0
-
-
 def test_the_longest_clip_fills_the_engines_context_where_the_processor_states_none(zoo_dirs):
     """Granite Speech's processor takes clips of any length (a token per
     started 0.1 s): the longest is the one whose tokens fill the engine's
