@@ -28,7 +28,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="clip durations in seconds for the ragged-audio batch of every model (comma-separated, "
                      "at least two, all different, each above 0; default: derived from each model's own "
                      "limits, harness.workloads.audio.ragged_durations)")
-    g.addoption("--concurrency", type=int, default=4,
+    # 8: with 4, the requests of models whose processor pads every clip to a
+    # 30 s window (Qwen2.5-Omni, AudioFlamingo3, GLM-ASR) reached the
+    # scheduler one at a time on a 2-core EPYC and were not served together.
+    g.addoption("--concurrency", type=int, default=8,
                 help="concurrent server requests in the ragged-audio load check")
     g.addoption("--stress-concurrency", type=int, default=16,
                 help="concurrent server requests in the stress setting (with --stress)")

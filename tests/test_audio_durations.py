@@ -63,3 +63,22 @@ def test_a_token_budget_is_the_longest_clip_where_no_window_is():
                             audio_seq_length=750, audio_ms_per_token=40)
     gemma.feature_extractor.__call__ = lambda raw: None
     assert audio_limits_of(gemma) == AudioLimits(30.0, None, 0.01)
+
+
+def test_the_context_binds_a_count_that_grows_with_the_clip(monkeypatch):
+    from harness.workloads import audio
+    monkeypatch.setattr(audio, "audio_tokens", lambda proc, samples: -(-samples // 1600))  # 10 a second
+    assert audio.context_bound_seconds(None, 1792) == 179.2
+
+
+def test_a_count_cut_at_a_window_is_longest_at_the_window(monkeypatch):
+    from harness.workloads import audio
+    monkeypatch.setattr(audio, "audio_tokens", lambda proc, samples: min(750, -(-samples // 640)))
+    assert audio.context_bound_seconds(None, 1792) == 30.0
+
+
+def test_a_count_that_does_not_grow_with_the_clip_is_never_bound(monkeypatch):
+    """Gemma3n: 188 placeholders for any clip."""
+    from harness.workloads import audio
+    monkeypatch.setattr(audio, "audio_tokens", lambda proc, samples: 188)
+    assert audio.context_bound_seconds(None, 1792) == float("inf")

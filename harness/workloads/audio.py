@@ -194,7 +194,10 @@ def context_bound_seconds(proc, tokens: int) -> float:
     count = lambda tenths: audio_tokens(proc, tenths * SAMPLE_RATE // 10)  # noqa: E731
     high = 2 * int(tokens / (count(100) / 10.0) * 10)
     if count(high) <= tokens:  # it cuts clips short of the context: the longest is where its count stops
-        cap, fits = count(high), lambda tenths: count(tenths) < cap  # noqa: E731
+        cap = count(high)
+        if count(1) == cap:  # a count that does not grow with the clip (Gemma3n: 188): no context binds it
+            return float("inf")
+        fits = lambda tenths: count(tenths) < cap  # noqa: E731
     else:
         fits = lambda tenths: count(tenths) <= tokens  # noqa: E731
     low = 0
