@@ -117,7 +117,8 @@ def ragged_durations(limits: AudioLimits, n: int) -> list[float]:
 # A load's clips are at most this long: clips of much the same preprocessing
 # time, so that concurrent requests reach the scheduler together (clips of
 # 0.5 to 29.5 s on Qwen2.5-Omni, and of 0.5 to 47 s on GLM-ASR, arrived one
-# by one and were never served together; 1 to 12 s ones were, on every model).
+# by one and were never served together; up to 9.5 s, every model's were,
+# the window-padding ones' (Omni, AudioFlamingo3, GLM-ASR) at a rerun).
 LOAD_LONGEST_S = 10.0
 
 
