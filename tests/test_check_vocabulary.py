@@ -168,3 +168,32 @@ def test_an_answer_told_apart_is_still_the_name_of_a_failing_answer():
     with pytest.raises(CheckFailure) as e:
         c.all_invariant(forced, alone, wrong=c.told_apart(unforced, alone, "the unforced batch's answer"))
     assert e.value.cause == Cause.MISMATCH and "the unforced batch's answer" in e.value.message
+
+
+def test_placeholders_as_the_processor_fails_naming_a_clip_one_short(monkeypatch):
+    """The engine's prompt against the model's own processor's count for a
+    clip of its length (finding 015: one short for a clip just past a
+    frame's edge); a server, which hands back no prompt, cannot be counted."""
+    import dataclasses
+
+    from harness.verdicts import Unsupported
+    from harness.workloads import audio
+
+    monkeypatch.setattr(audio, "audio_token_id", lambda proc: 7)
+    monkeypatch.setattr(audio, "audio_tokens", lambda proc, samples: -(-samples // 640))  # ceil, as the processor
+
+    def run(counts, prompts=True):
+        """Clips of 16000 and 16001 samples whose prompts held `counts` placeholders."""
+        made = crafted_run(ROWS, [dataclasses.replace(out(1), prompt_token_ids=[2] + [7] * n if prompts else None)
+                                  for n in counts], None)
+        made.workload = dataclasses.replace(made.workload, requests=tuple(
+            dataclasses.replace(q, facts={"samples": n}) for q, n in zip(made.workload.requests, (16000, 16001))))
+        return made
+
+    check().placeholders_as_processor(run([25, 26]), processor=None)
+    with pytest.raises(CheckFailure) as e:
+        check().placeholders_as_processor(run([25, 25]), processor=None)
+    assert e.value.cause == Cause.MISMATCH and "input clip1: the engine placed 25 audio placeholder tokens, " \
+        "the model's processor 26" in e.value.message
+    with pytest.raises(Unsupported):
+        check().placeholders_as_processor(run([25, 26], prompts=False), processor=None)

