@@ -4,6 +4,7 @@ the Transformers backend's fallback gets no request: its checks fail
 `not-supported`, naming the fallback, instead of judging it."""
 from __future__ import annotations
 
+import contextlib
 from types import SimpleNamespace
 
 import pytest
@@ -45,7 +46,7 @@ class _Engine:
                          "kernels": "_C"}
         self.sent, self.ready, self.crashed, self.log_path = [], True, None, None
         self.name = "engine"
-        self.control = SimpleNamespace(steering=lambda **kw: _Nothing())
+        self.control = SimpleNamespace(steering=lambda **kw: contextlib.nullcontext())
 
     def mark(self):
         return None
@@ -53,14 +54,6 @@ class _Engine:
     def chat(self, convs, sampling, adapters=None, forced=None):
         self.sent.append(convs)
         return [Completion(token_ids=[1], text="x", finish_reason="length") for _ in convs]
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _Pool:
