@@ -77,6 +77,14 @@ def test_a_count_cut_at_a_window_is_longest_at_the_window(monkeypatch):
     assert audio.context_bound_seconds(None, 1792) == 30.0
 
 
+def test_clips_padded_to_windows_are_bound_at_the_last_window_that_fits(monkeypatch):
+    """Voxtral: every clip padded to a multiple of 30 s, 375 tokens each, so
+    a 10 s clip's rate (37.5 a second) understates the longest: 4 windows fit 1792."""
+    from harness.workloads import audio
+    monkeypatch.setattr(audio, "audio_tokens", lambda proc, samples: 375 * max(1, -(-samples // 480000)))
+    assert audio.context_bound_seconds(None, 1792) == 120.0
+
+
 def test_a_count_that_does_not_grow_with_the_clip_is_never_bound(monkeypatch):
     """Gemma3n: 188 placeholders for any clip."""
     from harness.workloads import audio

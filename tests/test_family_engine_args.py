@@ -22,8 +22,11 @@ BEFORE = {
 }
 # The audio zoo's entries (added since), audio only: the arguments every entry has.
 ZOO = ("tiny-qwen2-audio", "tiny-qwen2-5-omni", "tiny-audioflamingo3", "tiny-granite-speech", "tiny-qwen3-asr",
-       "tiny-qwen3-omni", "tiny-glmasr", "tiny-gemma4-unified")
+       "tiny-qwen3-omni", "tiny-glmasr", "tiny-gemma4-unified", "tiny-granite-speech-plus")
 BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1}} for name in ZOO}
+# Voxtral, in Mistral's format: vLLM reads it only when told.
+BEFORE["tiny-voxtral"] = {**COMMON, "limit_mm_per_prompt": {"audio": 1}, "tokenizer_mode": "mistral",
+                          "config_format": "mistral", "load_format": "mistral"}
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.

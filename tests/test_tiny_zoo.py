@@ -10,7 +10,7 @@ import pytest
 from safetensors import safe_open
 
 from fixtures import media
-from fixtures.tiny_models import ZOO_ARCHS, build_tiny_model
+from fixtures.tiny_models import ZOO_ARCHS, build_tiny_model, mistral_format
 from fixtures.tiny_models.spec_builder import make_tokenizer, resolve_tokens
 from fixtures.tiny_models.vllm_check import BuildRefused, check_build
 from fixtures.tiny_models.zoo import SPECS
@@ -38,7 +38,10 @@ PUBLISHED_PREFIXES = {"qwen2-audio": {"language_model", "audio_tower", "multi_mo
                       "qwen3-asr": {"model"},
                       "qwen3-omni": {"thinker"},
                       "glmasr": {"language_model", "audio_tower", "multi_modal_projector"},
-                      "gemma4-unified": {"model"}}
+                      "gemma4-unified": {"model"},
+                      "granite-speech-plus": {"language_model", "encoder", "projector"},
+                      # Mistral's format: its own names, the language model's at the top.
+                      "voxtral": {"layers", "tok_embeddings", "norm", "output", "mm_whisper_embeddings"}}
 # How HF transformers loads each for a reference: the model class, or its
 # thinker (Qwen2.5-Omni's composite wants a speaker file its thinker-only build lacks).
 HF_THINKER = {"qwen2-5-omni": ("Qwen2_5OmniThinkerForConditionalGeneration", "thinker_config")}
@@ -52,7 +55,8 @@ def test_every_zoo_arch_names_its_published_layout():
 def test_weights_carry_the_published_checkpoints_names(zoo_dirs, arch):
     """Transformers 5.19 saved Qwen2-Audio as `language_model.model.model.*`,
     which vLLM does not load: the spec's layout is what is written."""
-    with safe_open(zoo_dirs[arch] / "model.safetensors", "pt") as weights:
+    weights_file = "consolidated.safetensors" if SPECS[arch].get("format") == "mistral" else "model.safetensors"
+    with safe_open(zoo_dirs[arch] / weights_file, "pt") as weights:
         names = list(weights.keys())
     prefixes = {name.split(".")[0] for name in names}
     assert not any(".model.model." in name for name in names), names[:5]
@@ -67,6 +71,17 @@ def test_the_media_change_the_answer(zoo_dirs, arch):
     import torch
     import transformers
 
+    if SPECS[arch].get("format") == "mistral":  # transformers reads it back through the builder
+        model = mistral_format.load_hf_model(zoo_dirs[arch], SPECS[arch], dtype=torch.bfloat16)
+        answers = []
+        for clip in (media.audio_clip(2.0, kind="sweep", seed=1), media.audio_clip(2.0, kind="noise", seed=2)):
+            inputs = mistral_format.hf_processor_inputs(zoo_dirs[arch], [clip], 16000)
+            inputs = {key: value.to(torch.bfloat16) if value.is_floating_point() else value
+                      for key, value in inputs.items()}
+            out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
+            answers.append(out[0, inputs["input_ids"].shape[1]:].tolist())
+        assert answers[0] != answers[1]
+        return
     processor = transformers.AutoProcessor.from_pretrained(zoo_dirs[arch])
     if arch in HF_THINKER:
         name, sub_config = HF_THINKER[arch]

@@ -20,7 +20,7 @@ from pathlib import Path
 from harness.calibration import paths as procedures
 from harness.calibration.measure import TOP_K, Bounds, Figures, NotNoise, bounds, measure
 from harness.calibration.pinned import pinned_interpreter
-from harness.checks.noise import NoiseProfile, all_profiles, four_bit_path, save_profiles
+from harness.checks.noise import NoiseProfile, all_profiles, batch_exact_others, four_bit_path, save_profiles
 from harness.verdicts import CheckFailure
 from harness.engines.hosts import host_kind, same_kind
 from harness.engines.pool import EnginePool
@@ -117,6 +117,7 @@ def _one(bench: procedures.Bench, path: str, release: str, log) -> Outcome:
         outcome.host = _observed_host(bench)
         outcome.figures = measure(pairs)
         b = bounds(path, outcome.figures)
+        refuse_on_exact_host_kind(entry.tier, outcome.host, entry.name, path, b)
     except procedures.NotCalibratable as e:
         outcome.refused = str(e)
     except CheckFailure as e:  # an engine of the path that did not start or answer
@@ -129,6 +130,23 @@ def _one(bench: procedures.Bench, path: str, release: str, log) -> Outcome:
     outcome.seconds = time.monotonic() - began
     log(outcome.line())
     return outcome
+
+
+def refuse_on_exact_host_kind(tier: str, host: str, model: str, path: str, b: Bounds,
+                              profiles: list[NoiseProfile] | None = None) -> None:
+    """Noise on one stack where the host kind is batch-exact for every
+    other model (harness.checks.noise.batch_exact_others) is the model's
+    own: its answers depend on their batch (Granite Speech Plus, finding
+    014, measured 17.8 steps and 12 splits within the top-5 on `cpu:_C`,
+    where every other model measured 0). A profile of it would excuse that
+    dependence, so it is refused, and the path is then judged exact."""
+    if b.logprob_steps == 0 and b.max_splits == 0:
+        return
+    others = batch_exact_others(tier, host, model, path, all_profiles() if profiles is None else profiles)
+    if others is not None:
+        raise NotNoise(f"noise on one stack where every other one-stack profile of this host kind "
+                       f"({len({p.model for p in others})} models) is exact: the model's own batch "
+                       f"dependence, not the host's")
 
 
 def _profile(entry, path: str, outcome: Outcome, release: str, b: Bounds | None) -> NoiseProfile:

@@ -314,19 +314,30 @@ def profile_for(tier: str, host: str, model: str, dtype: str | None, path: str, 
                       f"--model {model}`)")
 
 
-def _exact_host_kind(refused: NoiseProfile, profiles: list[NoiseProfile]) -> NoiseProfile | None:
-    """A refused one-stack profile on a host kind whose every other one-stack
-    profile (EXACT_HOST_KIND_PROFILES or more, of other models) measured
-    exact: the kernels there are batch-exact, so what the calibration met
-    is the engine's own (a model whose answers depend on their batch,
-    finding 014), not noise, and the path is judged exact: its checks fail
-    naming the input that moved, which a known issue can register. None
-    where the host kind is noisy or too little is known of it."""
-    if refused.path not in ONE_STACK:
+def batch_exact_others(tier: str, host: str, model: str, path: str,
+                       profiles: list[NoiseProfile]) -> list[NoiseProfile] | None:
+    """The other models' one-stack profiles that make the host kind
+    batch-exact: EXACT_HOST_KIND_PROFILES or more models, every one-stack
+    profile of theirs there exact. None where `path` is not one stack, or
+    the host kind is noisy, or too little is known of it."""
+    if path not in ONE_STACK:
         return None
-    others = [p for p in profiles if (p.tier, p.host) == (refused.tier, refused.host) and p.path in ONE_STACK
-              and p.model != refused.model and not p.refused]
+    others = [p for p in profiles if (p.tier, p.host) == (tier, host) and p.path in ONE_STACK
+              and p.model != model and not p.refused]
     if len({p.model for p in others}) < EXACT_HOST_KIND_PROFILES or not all(p.exact for p in others):
+        return None
+    return others
+
+
+def _exact_host_kind(refused: NoiseProfile, profiles: list[NoiseProfile]) -> NoiseProfile | None:
+    """A refused one-stack profile on a batch-exact host kind
+    (`batch_exact_others`): what the calibration met is the engine's own (a
+    model whose answers depend on their batch, finding 014), not noise, and
+    the path is judged exact: its checks fail naming the input that moved,
+    which a known issue can register. None where the host kind is noisy or
+    too little is known of it."""
+    others = batch_exact_others(refused.tier, refused.host, refused.model, refused.path, profiles)
+    if others is None:
         return None
     return replace(refused, refused="", logprob_steps=0.0, split_margin_nats=0.0, max_splits=0, step=STEP,
                    note=f"its calibration was refused ({refused.refused}), but every other one-stack profile on "

@@ -3,6 +3,7 @@ hostile inputs, and the facts a scenario's premise guard needs (samples,
 feature frames, limits)."""
 from __future__ import annotations
 
+import base64
 import inspect
 from dataclasses import dataclass
 from functools import lru_cache
@@ -177,13 +178,25 @@ def audio_token_id(proc) -> int:
     return proc.tokenizer.convert_tokens_to_ids(proc.audio_token)
 
 
+# Processors that take audio through their chat template only, refusing it
+# beside text in __call__: Voxtral's, whose prompt mistral_common renders
+# (vLLM's too, with tokenizer_mode "mistral").
+AUDIO_THROUGH_TEMPLATE = ("VoxtralProcessor",)
+
+
 def audio_tokens(proc, samples: int) -> int:
     """The placeholder tokens the model's processor puts in a prompt for one
     clip of this many 16 kHz samples."""
-    prompt = proc.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
-                                      add_generation_prompt=True, tokenize=False)
     clip = np.zeros(samples, np.float32)
-    ids = proc(text=prompt, audio=[clip], sampling_rate=SAMPLE_RATE, return_tensors="pt")["input_ids"][0]
+    if type(proc).__name__ in AUDIO_THROUGH_TEMPLATE:
+        wav = base64.b64encode(media.encode_audio(clip, SAMPLE_RATE, "wav")).decode("ascii")
+        ids = proc.apply_chat_template([{"role": "user", "content": [{"type": "audio", "base64": wav},
+                                                                      {"type": "text", "text": PROMPT}]}],
+                                       return_tensors="pt")["input_ids"][0]
+    else:
+        prompt = proc.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
+                                          add_generation_prompt=True, tokenize=False)
+        ids = proc(text=prompt, audio=[clip], sampling_rate=SAMPLE_RATE, return_tensors="pt")["input_ids"][0]
     return int((ids == audio_token_id(proc)).sum())
 
 
@@ -194,6 +207,10 @@ def context_bound_seconds(proc, tokens: int) -> float:
     30 s window), the shortest clip it cuts to its most tokens."""
     count = lambda tenths: audio_tokens(proc, tenths * SAMPLE_RATE // 10)  # noqa: E731
     high = 2 * int(tokens / (count(100) / 10.0) * 10)
+    # A 10 s clip's rate understates the longest where clips are padded to
+    # windows (Voxtral: a 30 s window's 375 tokens for it): double while the count still grows.
+    while count(high) <= tokens and count(2 * high) > count(high):
+        high *= 2
     if count(high) <= tokens:  # it cuts clips short of the context: the longest is where its count stops
         cap = count(high)
         if count(1) == cap:  # a count that does not grow with the clip (Gemma3n: 188): no context binds it
