@@ -156,6 +156,7 @@ def test_a_valid_input_refused_fails_with_the_refusal(status):
     with pytest.raises(CheckFailure) as info:
         check_edge_outcome(Rejected(status, "bad audio"), "8kHz", ANSWER)
     assert info.value.cause == Cause.HTTP_4XX and "a valid input refused" in info.value.message
+    assert "bad audio" in info.value.message  # the server's words: what a known issue names
 
 
 @pytest.mark.parametrize("status", [400, 413, None], ids=["400", "413", "offline"])

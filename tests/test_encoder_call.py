@@ -63,3 +63,13 @@ def test_a_clip_cut_into_windows_is_one_item_of_their_summed_length(EncoderCall)
                         "feature_attention_mask": _mask([1200, 3000, 1500], 3000),
                         "chunk_counts": torch.tensor([1, 2])})
     assert (call.lengths, call.ragged) == ([1200, 4500], True)
+
+
+def test_raw_clips_padded_to_whole_windows_are_read_by_their_samples(EncoderCall):
+    """Voxtral's kwargs: each clip's samples, zero-padded by mistral_common to
+    a multiple of 30 s: one window and four windows are ragged, two clips of
+    one window are not."""
+    window = 480000
+    call = EncoderCall({"audio_arrays": [torch.zeros(window), torch.zeros(4 * window)]})
+    assert (call.modality, call.container, call.lengths, call.ragged) == ("audio", "list", [window, 4 * window], True)
+    assert not EncoderCall({"audio_arrays": [torch.zeros(window)] * 2}).ragged

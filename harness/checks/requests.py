@@ -107,7 +107,8 @@ def check_edge_outcome(result: Result, label: str, expect: str, reference: Resul
         return evidence
     if refused and expect != ANSWER:
         return evidence | {"outcome": f"rejected {result.status}", "message": result.message}
-    why = "a valid input refused" if refused else _describe(result)
+    # The server's own words, so that a known issue can name the refusal it registers.
+    why = f"a valid input refused ({result.status}: {result.message})" if refused else _describe(result)
     raise CheckFailure(cause_of(result) or Cause.HTTP_4XX, f"input {label}: {why}", evidence=evidence)
 
 

@@ -23,8 +23,10 @@ AROUND: list = []
 ON_MODEL: list = []
 
 # (kwarg, modality), first match wins: the kwarg holding each item's input.
+# Voxtral's `audio_arrays` are the raw samples, each clip zero-padded to a
+# multiple of 30 s by mistral_common (no mask: the windows are what it encodes).
 INPUT_KEYS = (("input_features_padded", "audio"), ("input_features", "audio"), ("input_audio_features", "audio"),
-              ("pixel_values_videos", "video"), ("pixel_values", "image"),
+              ("audio_arrays", "audio"), ("pixel_values_videos", "video"), ("pixel_values", "image"),
               ("image_embeds", "image"))
 # The mask of each item's valid frames: models that pad every clip to one
 # window (Whisper's 30 s: Qwen2-Audio) are ragged in these, not in shapes.
