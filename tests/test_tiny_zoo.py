@@ -40,6 +40,7 @@ PUBLISHED_PREFIXES = {"qwen2-audio": {"language_model", "audio_tower", "multi_mo
                       "glmasr": {"language_model", "audio_tower", "multi_modal_projector"},
                       "gemma4-unified": {"model"},
                       "granite-speech-plus": {"language_model", "encoder", "projector"},
+                      "qwen2-5-vl": {"model", "visual"},
                       # Mistral's format: its own names, the language model's at the top.
                       "voxtral": {"layers", "tok_embeddings", "norm", "output", "mm_whisper_embeddings"}}
 # How HF transformers loads each for a reference: the model class, or its
@@ -65,9 +66,10 @@ def test_weights_carry_the_published_checkpoints_names(zoo_dirs, arch):
 
 @pytest.mark.parametrize("arch", ZOO_ARCHS)
 def test_the_media_change_the_answer(zoo_dirs, arch):
-    """Weights shaped so that answers depend on the media: two clips of one
-    length (a sweep, noise: so their prompts are token for token the same)
-    give two continuations in HF transformers."""
+    """Weights shaped so that answers depend on the media: two items of the
+    model's first medium, of one size (clips of one length: a sweep, noise;
+    images of one size: two seeds), so their prompts are token for token the
+    same, give two continuations in HF transformers."""
     import torch
     import transformers
 
@@ -90,11 +92,17 @@ def test_the_media_change_the_answer(zoo_dirs, arch):
     else:
         model = getattr(transformers, SPECS[arch]["classes"]["model"]).from_pretrained(zoo_dirs[arch],
                                                                                        dtype=torch.bfloat16)
-    prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}],
+    modality = SPECS[arch]["media"][0]
+    prompt = processor.apply_chat_template([{"role": "user", "content": [{"type": modality}]}],
                                            add_generation_prompt=True, tokenize=False)
+    if modality == "image":
+        two_items = [{"images": [media.image(84, 56, seed=seed)]} for seed in (1, 2)]
+    else:
+        clips = (media.audio_clip(2.0, kind="sweep", seed=1), media.audio_clip(2.0, kind="noise", seed=2))
+        two_items = [{"audio": [clip], "sampling_rate": 16000} for clip in clips]
     answers = []
-    for clip in (media.audio_clip(2.0, kind="sweep", seed=1), media.audio_clip(2.0, kind="noise", seed=2)):
-        inputs = processor(text=prompt, audio=[clip], sampling_rate=16000, return_tensors="pt")
+    for items in two_items:
+        inputs = processor(text=prompt, **items, return_tensors="pt")
         inputs = {key: value.to(torch.bfloat16) if value.is_floating_point() else value
                   for key, value in inputs.items()}
         out = model.generate(**inputs, max_new_tokens=8, do_sample=False)
