@@ -23,7 +23,6 @@ models: setup
 	$(VPY) -m fixtures.tiny_models build gemma3n
 	$(VPY) -m fixtures.tiny_models build gemma4-awq
 	$(VPY) -m fixtures.tiny_models build qwen2-audio
-	$(VPY) -m fixtures.tiny_models build qwen2-audio
 
 # This host kind's noise profiles (docs/tolerances.md), measured on the tier's
 # pinned release for every numeric path the checks of `make run` (with
