@@ -205,7 +205,8 @@ def context_bound_seconds(proc, tokens: int) -> float:
     bisected in tenths of a second up to twice the estimate from a 10 s
     clip's rate; where the processor cuts clips shorter (Qwen2-Audio at its
     30 s window), the shortest clip it cuts to its most tokens."""
-    count = lambda tenths: audio_tokens(proc, tenths * SAMPLE_RATE // 10)  # noqa: E731
+    # Each length is asked once: the bound, the cap and the bisection meet the same ones again.
+    count = lru_cache(maxsize=None)(lambda tenths: audio_tokens(proc, tenths * SAMPLE_RATE // 10))
     high = 2 * int(tokens / (count(100) / 10.0) * 10)
     # A 10 s clip's rate understates the longest where clips are padded to
     # windows (Voxtral: a 30 s window's 375 tokens for it): double while the count still grows.
