@@ -4,14 +4,21 @@ Three layers keep an engine from outliving the harness:
   1. teardown: SIGTERM to the group, SIGKILL after a bound, then verify;
   2. a reaper process per engine that kills the group when the harness dies;
   3. a pidfile per engine, so the next run reaps what a crashed run left.
+Each engine gets a temporary folder of its own (TMPDIR): vLLM's ZMQ sockets
+and torch.distributed's store files go there, and go with the engine (in
+/tmp they stayed behind, some ten per start).
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +32,8 @@ PIDFILE_DIR = Path(os.environ.get("MMHARNESS_RUNTIME", ROOT / ".cache" / "engine
 REAPER = Path(__file__).with_name("reaper.py")
 # How long a killed leader's resource tracker gets to unlink what it registered.
 TRACKER_CLEANUP_S = 5.0
+# An engine's temporary folder, named after the harness process that made it.
+ENGINE_TMP_PREFIX = "mmh-engine-"
 
 
 def _alive(p: psutil.Process) -> bool:
@@ -51,6 +60,7 @@ class EngineProcess:
     log_path: Path
     pidfile: Path
     reaper: subprocess.Popen
+    tmp: Path | None = None  # the engine's TMPDIR, removed once its tree is gone
     # Every descendant ever seen: teardown also kills ones that left the group.
     seen: dict[int, psutil.Process] = field(default_factory=dict)
     # Descendants whose death means the engine is dead (set once it is ready).
@@ -117,6 +127,8 @@ class EngineProcess:
         self._release_reaper()
         if not survivors:
             self.pidfile.unlink(missing_ok=True)
+            if self.tmp is not None:
+                shutil.rmtree(self.tmp, ignore_errors=True)
         return survivors
 
     def _remaining(self) -> list[psutil.Process]:
@@ -150,12 +162,26 @@ def _killpg(pgid: int, sig: int) -> None:
         pass
 
 
+def _with_own_tmp(env: dict[str, str], tmp: Path) -> dict[str, str]:
+    """env with TMPDIR the engine's own folder; torch's compile cache stays
+    where it was (under the shared temporary folder, unless env moves it), or
+    every start would compile again."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    user = re.sub(r"[\\/:*?\"<>|]", "_", user)  # as torch's default_cache_dir names it
+    inductor = str(Path(tempfile.gettempdir()) / f"torchinductor_{user}")
+    return {"TORCHINDUCTOR_CACHE_DIR": inductor} | env | {"TMPDIR": str(tmp)}
+
+
 def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> EngineProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{ENGINE_TMP_PREFIX}{os.getpid()}-"))
     with open(log_path, "ab", buffering=0) as log:
-        popen = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+        popen = subprocess.Popen(cmd, env=_with_own_tmp(env, tmp), stdout=log, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
-    reaper = subprocess.Popen([sys.executable, str(REAPER), str(popen.pid)],
+    reaper = subprocess.Popen([sys.executable, str(REAPER), str(popen.pid), str(tmp)],
                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     PIDFILE_DIR.mkdir(parents=True, exist_ok=True)
@@ -163,8 +189,8 @@ def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> En
     pidfile.write_text(json.dumps({
         "pgid": popen.pid, "harness_pid": os.getpid(),
         "harness_started": psutil.Process().create_time(),
-        "engine_started": started_at(popen.pid), "cmd": cmd[:6], "log": str(log_path)}))
-    return EngineProcess(popen=popen, log_path=log_path, pidfile=pidfile, reaper=reaper)
+        "engine_started": started_at(popen.pid), "cmd": cmd[:6], "log": str(log_path), "tmp": str(tmp)}))
+    return EngineProcess(popen=popen, log_path=log_path, pidfile=pidfile, reaper=reaper, tmp=tmp)
 
 
 def started_at(pid: int) -> float | None:
@@ -191,5 +217,7 @@ def reap_stale() -> list[int]:
         if members:
             _killpg(info["pgid"], signal.SIGKILL)
             reaped.append(info["pgid"])
+        if info.get("tmp") and Path(info["tmp"]).name.startswith(ENGINE_TMP_PREFIX):
+            shutil.rmtree(info["tmp"], ignore_errors=True)
         f.unlink(missing_ok=True)
     return reaped
