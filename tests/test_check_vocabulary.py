@@ -197,3 +197,28 @@ def test_placeholders_as_the_processor_fails_naming_a_clip_one_short(monkeypatch
         "the model's processor 26" in e.value.message
     with pytest.raises(Unsupported):
         check().placeholders_as_processor(run([25, 26], prompts=False), processor=None)
+
+
+def test_image_placeholders_as_the_processor_fails_naming_a_request_one_short(monkeypatch):
+    """The engine's prompt against the model's own processor's count for
+    its images' sizes: a request whose prompt holds one image token fewer
+    fails naming it."""
+    import dataclasses
+
+    from harness.workloads import images
+
+    monkeypatch.setattr(images, "image_token_id", lambda proc: 9)
+    monkeypatch.setattr(images, "image_tokens", lambda proc, sizes: sum(w * h // (28 * 28) for w, h in sizes))
+
+    def run(counts):
+        """Requests of a 56x56 image (4 tokens) and of two 112x112 ones (32)."""
+        made = crafted_run(ROWS, [dataclasses.replace(out(1), prompt_token_ids=[2] + [9] * n) for n in counts], None)
+        made.workload = dataclasses.replace(made.workload, requests=tuple(
+            dataclasses.replace(q, source=s) for q, s in zip(made.workload.requests, ([(56, 56)], [(112, 112)] * 2))))
+        return made
+
+    check().image_placeholders_as_processor(run([4, 32]), processor=None)
+    with pytest.raises(CheckFailure) as e:
+        check().image_placeholders_as_processor(run([4, 31]), processor=None)
+    assert e.value.cause == Cause.MISMATCH and "input clip1: the engine placed 31 image placeholder tokens, " \
+        "the model's processor 32" in e.value.message

@@ -73,3 +73,26 @@ def test_raw_clips_padded_to_whole_windows_are_read_by_their_samples(EncoderCall
     call = EncoderCall({"audio_arrays": [torch.zeros(window), torch.zeros(4 * window)]})
     assert (call.modality, call.container, call.lengths, call.ragged) == ("audio", "list", [window, 4 * window], True)
     assert not EncoderCall({"audio_arrays": [torch.zeros(window)] * 2}).ragged
+
+
+def test_images_concatenated_as_patches_are_read_by_their_grids(EncoderCall):
+    """Qwen2.5-VL's kwargs: every image's patches in one (patches, dim)
+    tensor, each image's (t, h, w) grid in `image_grid_thw`: two grids of one
+    patch count are still two shapes."""
+    grids = torch.tensor([[1, 4, 8], [1, 8, 4], [1, 16, 16]])
+    call = EncoderCall({"pixel_values": torch.zeros(320, 1176), "image_grid_thw": grids})
+    assert (call.modality, call.container) == ("image", "concatenated")
+    assert call.shapes == [[32, 1, 4, 8], [32, 1, 8, 4], [256, 1, 16, 16]]
+    video = EncoderCall({"pixel_values_videos": torch.zeros(64, 1176), "video_grid_thw": torch.tensor([[2, 4, 8]])})
+    assert (video.modality, video.shapes) == ("video", [[64, 2, 4, 8]])
+
+
+def test_images_padded_to_one_patch_count_are_read_by_their_patch_positions(EncoderCall):
+    """Gemma4's kwargs: every image padded to one patch count, each patch's
+    (x, y) in `pixel_position_ids`, -1 where it is padding."""
+    def positions(cols: int, rows: int, padded: int) -> torch.Tensor:
+        grid = [[x, y] for y in range(rows) for x in range(cols)]
+        return torch.tensor(grid + [[-1, -1]] * (padded - len(grid)))
+    call = EncoderCall({"pixel_values": torch.zeros(2, 30, 768),
+                        "pixel_position_ids": torch.stack([positions(4, 6, 30), positions(6, 4, 30)])})
+    assert (call.modality, call.shapes) == ("image", [[24, 4, 6], [24, 6, 4]])

@@ -27,6 +27,8 @@ BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1}} for name in ZOO
 # Voxtral, in Mistral's format: vLLM reads it only when told.
 BEFORE["tiny-voxtral"] = {**COMMON, "limit_mm_per_prompt": {"audio": 1}, "tokenizer_mode": "mistral",
                           "config_format": "mistral", "load_format": "mistral"}
+# The vision zoo's entries: two images per prompt (the ragged family's request of several).
+BEFORE["tiny-qwen2-5-vl"] = {**COMMON, "limit_mm_per_prompt": {"image": 2}}
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.
@@ -47,7 +49,8 @@ def _runner(entry, family) -> Runner:
 
 def test_the_families_are_the_scenario_modules():
     assert scenario_families() == ["test_aborts_preemption", "test_cache_consistency", "test_encoder_memory", "test_fuzz_multimodal",
-                                   "test_quantized_load", "test_ragged_audio", "test_soak", "test_vision_lora"]
+                                   "test_quantized_load", "test_ragged_audio", "test_ragged_images", "test_soak",
+                                   "test_vision_lora"]
 
 
 @pytest.mark.parametrize("family", scenario_families())

@@ -11,7 +11,8 @@ family's checks (one per `fuzz = true` entry), the soak family's (one
 set per `soak = true` entry) and the cache matrix's (one set per cell of
 the pairwise subset, per `cache = true` entry) were added, and those of the audio zoo's
 entries (tiny-qwen2-audio and on), and the ragged family's placeholder
-count (test_placeholders_as_the_processor). The ids are
+count (test_placeholders_as_the_processor), and the ragged-images family
+(every image entry, and tiny-qwen2-5-vl). The ids are
 `make run`'s selection (`--stress`)."""
 import subprocess
 import sys

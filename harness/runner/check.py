@@ -23,7 +23,7 @@ from harness.lora import effects
 from harness.memory.card import chunks
 from harness.results.record import CheckRecord, json_safe
 from harness.runner.run import Run
-from harness.workloads import audio
+from harness.workloads import audio, images
 from harness.workloads.chat import media_items
 
 
@@ -67,23 +67,30 @@ class Check:
         as the model's own processor puts there for a clip of its length: a
         count one short drops the clip's last frame without a word (vLLM
         #47652). Offline runs only (the engine hands back its prompt)."""
+        self._placeholders(run, "audio", audio.audio_token_id(processor),
+                           lambda request: audio.audio_tokens(processor, request.facts["samples"]), "clip")
+
+    def image_placeholders_as_processor(self, run: Run, processor) -> None:
+        """Each request's image placeholders in the engine's prompt are as
+        many as the model's own processor puts there for its images' sizes."""
+        self._placeholders(run, "image", images.image_token_id(processor),
+                           lambda request: images.image_tokens(processor, request.source), "request")
+
+    def _placeholders(self, run: Run, modality: str, token: int, want_of, item: str) -> None:
         completions = self.completed(run)
-        token = audio.audio_token_id(processor)
         counts = {}
         for label, request, completion in zip(run.labels, run.workload.requests, completions):
             if completion.prompt_token_ids is None:
                 raise Unsupported("the engine did not hand back its prompt's tokens (a server): "
                                   "its placeholders cannot be counted")
-            want = audio.audio_tokens(processor, request.facts["samples"])
-            got = completion.prompt_token_ids.count(token)
-            counts[label] = {"engine": got, "processor": want}
-        self.note({"audio_placeholders": counts})
+            counts[label] = {"engine": completion.prompt_token_ids.count(token), "processor": want_of(request)}
+        self.note({f"{modality}_placeholders": counts})
         wrong = {label: c for label, c in counts.items() if c["engine"] != c["processor"]}
         if wrong:
             label, c = next(iter(wrong.items()))
-            raise CheckFailure(Cause.MISMATCH, f"input {label}: the engine placed {c['engine']} audio placeholder "
+            raise CheckFailure(Cause.MISMATCH, f"input {label}: the engine placed {c['engine']} {modality} placeholder "
                                f"tokens, the model's processor {c['processor']}"
-                               + (f" (and {len(wrong) - 1} more clips)" if len(wrong) > 1 else ""))
+                               + (f" (and {len(wrong) - 1} more {item}s)" if len(wrong) > 1 else ""))
 
     def one_step(self, run: Run) -> list[dict]:
         """Every request of the run answered, and every prompt of it

@@ -34,6 +34,22 @@ MASK_KEYS = ("input_features_mask", "feature_attention_mask", "attention_mask")
 # Each item's length outright, where the items are concatenated into one
 # tensor (Qwen2.5-Omni: every clip's frames along one time axis).
 LENGTH_KEYS = ("audio_feature_lengths",)
+# Each image's or video's patch grid (t, h, w), where the patches of every
+# item are concatenated into one tensor (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V):
+# an item's shape is then [patches, t, h, w], so two grids of one patch count
+# (28x56 and 56x28) still tell apart.
+GRID_KEYS = {"image": "image_grid_thw", "video": "video_grid_thw"}
+# Each patch's (x, y), -1 for padding, where every image is padded to one
+# patch count (Gemma4): an item's shape is then [its patches, columns, rows].
+POSITION_KEYS = {"image": "pixel_position_ids"}
+
+
+def _patch_grid(positions) -> list[int]:
+    """[patches, columns, rows] of one item's (x, y) patch positions, -1 padding."""
+    valid = positions[positions[..., 0] >= 0]
+    if len(valid) == 0:
+        return [0, 0, 0]
+    return [int(len(valid)), int(valid[:, 0].max()) + 1, int(valid[:, 1].max()) + 1]
 
 
 class EncoderCall:
@@ -50,6 +66,15 @@ class EncoderCall:
         mask = next((kwargs[k] for k in MASK_KEYS if kwargs.get(k) is not None), None)
         lengths = next((kwargs[k] for k in LENGTH_KEYS if kwargs.get(k) is not None), None)
         self.container = "list" if isinstance(value, (list, tuple)) else "tensor"
+        grids = kwargs.get(GRID_KEYS.get(self.modality, ""))
+        if grids is not None and not isinstance(value, (list, tuple)):
+            self.container = "concatenated"
+            self.shapes = [[int(t) * int(h) * int(w), int(t), int(h), int(w)] for t, h, w in grids]
+            return
+        positions = kwargs.get(POSITION_KEYS.get(self.modality, ""))
+        if positions is not None and len(positions) == len(value):
+            self.shapes = [_patch_grid(p) for p in positions]
+            return
         if lengths is not None and not isinstance(value, (list, tuple)):
             self.container = "concatenated"
             self.shapes = [[int(n)] for n in lengths]
