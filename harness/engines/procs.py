@@ -172,7 +172,12 @@ def _with_own_tmp(env: dict[str, str], tmp: Path) -> dict[str, str]:
         user = f"uid_{os.getuid()}"
     user = re.sub(r"[\\/:*?\"<>|]", "_", user)  # as torch's default_cache_dir names it
     inductor = str(Path(tempfile.gettempdir()) / f"torchinductor_{user}")
-    return {"TORCHINDUCTOR_CACHE_DIR": inductor} | env | {"TMPDIR": str(tmp)}
+    # Appended, not put first: vLLM's processes then failed to take their
+    # titles (setproctitle), VLLM::EngineCore stayed "python", and the
+    # harness could not tell its engine core apart.
+    out = env | {"TMPDIR": str(tmp)}
+    out.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor)
+    return out
 
 
 def launch(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> EngineProcess:
