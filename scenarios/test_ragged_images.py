@@ -35,7 +35,7 @@ ENGINES = (
 @pytest.fixture(scope="module")
 def limits(runner) -> images.ImageLimits:
     """The model's own limits on an image's pixels, from its processor."""
-    return images.limits_of(runner.model)
+    return images.image_limits(images.processor(runner.model))
 
 
 @pytest.fixture(scope="module", params=["ragged", "equal"])

@@ -139,7 +139,3 @@ def image_tokens(proc, sizes: list[tuple[int, int]]) -> int:
     text = proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     ids = proc(text=[text], images=pictures, return_tensors="np")["input_ids"][0]
     return int((ids == image_token_id(proc)).sum())
-
-
-def limits_of(model: str) -> ImageLimits:
-    return image_limits(processor(model))
