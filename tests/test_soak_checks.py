@@ -124,6 +124,16 @@ def test_a_soak_too_short_for_its_warm_up_fails_its_premise():
         assert failed.value.cause == Cause.PREMISE
 
 
+def test_timeslices_left_empty_fail_the_drift_premise_rather_than_pass():
+    # Two waves after the warm-up, alike, the second 25 s later: slices 1 and 2 hold nothing.
+    soak = crafted(waves=7)
+    soak.waves[-1] = Wave(6, MIX.wave(6), 30.0, soak.waves[-1].outcomes)
+    with pytest.raises(CheckFailure) as failed:
+        check_no_drift(soak, SETTINGS)
+    assert failed.value.cause == Cause.PREMISE, failed.value.message
+    assert failed.value.message.endswith("2 of 4 have no answer"), failed.value.message
+
+
 def test_the_tiers_settings_parse_and_bad_ones_are_named():
     assert for_tier("cpu").concurrency >= 2
     good = {"concurrency": 4, "warmup_requests": 10, "timeslices": 3, "leak_mib_per_1k_requests": 5,

@@ -107,6 +107,12 @@ def check_no_drift(soak: Soak, settings: SoakSettings) -> dict:
     slices = _slices(soak, settings)
     found = drift(slices, settings.drift)
     evidence = {"timeslices": [s.to_dict() for s in slices], "drift": found.ratios, "bounds": found.bounds}
+    # Too few waves to fill every timeslice compare two moments, not a trend (a slowdown starves the soak).
+    empty = [s.index for s in slices if not s.answered]
+    if empty or set(found.ratios) != set(settings.drift):
+        raise CheckFailure(Cause.PREMISE, f"the soak served {soak.requests} requests, too few after the warm-up "
+                           f"of {settings.warmup_requests} to compare its timeslices: "
+                           f"{len(empty)} of {len(slices)} have no answer", evidence=evidence)
     if found.beyond:
         raise CheckFailure(Cause.DRIFT, f"the last timeslice is slower than the first: {found.describe()}",
                            evidence=evidence)
