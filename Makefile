@@ -44,11 +44,14 @@ RUN_WORKERS ?= $(if $(and $(filter cpu,$(TIER)),$(if $(findstring --engine-url,$
 # A failed check runs once more on fresh engines: flaky (exit status 7) or
 # confirmed (harness/plugins/reruns.py). 0: no rerun.
 RERUNS ?= 1
+# The model zoo's sample (its entries marked zoo = "sample" in models.toml);
+# ZOO=full runs every zoo entry, as make nightly does.
+ZOO ?= sample
 # First the noise profiles this host kind lacks (one line says whether any);
 # a refused calibration leaves its checks to fail naming it, so the run goes on.
 run: setup models
-	-$(CALIBRATE) --missing $(RUN_ARGS)
-	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short \
+	-$(CALIBRATE) --missing --zoo=$(ZOO) $(RUN_ARGS)
+	$(OFFLINE) $(PYTEST) scenarios --tier $(TIER) --stress --continue-on-collection-errors --tb=short --zoo=$(ZOO) \
 		-n $(RUN_WORKERS) --dist loadscope --no-loadscope-reorder --reruns $(RERUNS) \
 		$(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)
 
@@ -71,7 +74,7 @@ SOAK_SECONDS ?= 1800
 GPU_WORKERS = $(shell $(VPY) -c "from harness.engines.devices import run_devices; print(len(run_devices()))" 2>/dev/null || echo 0)
 nightly: setup
 	-$(VPY) -m harness calibrate --missing --tier gpu --stress $(RUN_ARGS)
-	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short --reruns $(RERUNS) \
+	$(PYTEST) scenarios --tier gpu --stress --continue-on-collection-errors --tb=short --reruns $(RERUNS) --zoo=full \
 		-n $(GPU_WORKERS) --dist loadscope --fuzz-budget $(FUZZ_BUDGET) --fuzz-shrink $(FUZZ_SHRINK) --soak-seconds $(SOAK_SECONDS) --cache-cells full \
 		$(if $(ENGINE_PYTHON),--engine-python $(ENGINE_PYTHON)) $(if $(SHARD),--shard $(SHARD)) \
 		$(if $(HISTORY),--history $(HISTORY)) $(if $(BASELINE),--baseline=$(BASELINE)) $(RUN_ARGS)

@@ -22,7 +22,9 @@ MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
 # The families that run only for the entries that say so (`fuzz = true`, ...).
 FAMILY_FLAGS = ("fuzz", "soak", "cache", "aborts")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", *FAMILY_FLAGS, "optional", "per_family")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", *FAMILY_FLAGS, "optional", "zoo", "per_family")
+# A zoo member's reach: "sample" runs in every run, "full" only in a run of the whole zoo (--zoo full).
+ZOO_REACH = ("sample", "full")
 LORA_KEYS = ("published", "tp_sizes", "supported")
 TINY_PREFIX = "tiny:"
 # The top-level table of engine arguments per scenario family.
@@ -95,6 +97,9 @@ class ModelEntry:
     aborts: bool = False
     # Runs only when named with --model: too slow for the tier's default run.
     optional: bool = False
+    # A member of the model zoo: "sample" (every run) or "full" (--zoo full,
+    # the nightly); None: not of the zoo, in every run.
+    zoo: str | None = None
     # Engine arguments per scenario family: the matrix's [per_family.<family>]
     # with this entry's own [<tier>.per_family.<family>] over them.
     per_family: dict[str, dict] = field(default_factory=dict, hash=False)
@@ -205,6 +210,8 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
     for flag in FAMILY_FLAGS:
         if not isinstance(raw.get(flag, False), bool):
             raise ModelMatrixError(f"{label}: {flag} must be true or false, got {raw[flag]!r}")
+    if raw.get("zoo", ZOO_REACH[0]) not in ZOO_REACH:
+        raise ModelMatrixError(f"{label}: zoo must be one of {list(ZOO_REACH)}, got {raw['zoo']!r}")
     own = _family_args(label, raw.get("per_family", {}), known)
     per_family = {f: {**defaults.get(f, {}), **own.get(f, {})} for f in {*defaults, *own}}
     return ModelEntry(tier=tier, name=raw["name"], model=raw["model"],
@@ -214,7 +221,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                       card=card, build=dict(raw.get("build", {})),
                       lora=None if lora is None else dict(lora),
                       **{flag: raw.get(flag, False) for flag in FAMILY_FLAGS},
-                      optional=bool(raw.get("optional", False)),
+                      optional=bool(raw.get("optional", False)), zoo=raw.get("zoo"),
                       per_family=per_family)
 
 

@@ -2,6 +2,7 @@
 import pytest
 
 from harness.models import ModelMatrixError, load_matrix, models_for
+from harness.plugins.matrix import _selected
 
 GOOD = """
 [[cpu]]
@@ -39,6 +40,7 @@ def test_modality_filter(tmp_path):
     (GOOD.replace('name = "a"', 'name = "a"\ncard = "l4-2g"'), "card: unknown card profile 'l4-2g'"),
     (GOOD.replace('name = "a"', 'name = "a"\ncard = 22'), "card: "),
     (GOOD.replace('name = "a"', 'name = "a"\nbuild = 1'), "build must be a table"),
+    (GOOD.replace('name = "a"', 'name = "a"\nzoo = true'), "zoo must be one of ['sample', 'full'], got True"),
     (GOOD.replace('name = "a"', 'name = "a"\nlora = { adapters = ["x"] }'), "lora must be a table with only"),
     (GOOD.replace('name = "a"', 'name = "a"\nlora = { published = "org/x" }'), "lora must be a table with only"),
     (GOOD.replace('name = "a"', 'name = "a"\nbuild = { audio_config = {} }').replace("tiny:gemma4", "org/m"),
@@ -81,3 +83,15 @@ def test_lora_entries_run_the_lora_family(tmp_path):
     shipped = {e.name for e in models_for("cpu") if e.lora is not None}
     assert shipped == {"tiny-gemma4", "tiny-gemma4-heads4", "tiny-gemma3n"}
     assert [e.name for e in models_for("cpu") if e.optional] == ["tiny-gemma4-heads4"]
+
+
+def test_make_run_samples_the_zoo_and_full_or_a_name_runs_the_rest():
+    entries = models_for("cpu")
+    sample = {e.name for e in _selected(entries, [], "cpu", "sample")}
+    full = {e.name for e in _selected(entries, [], "cpu", "full")}
+    zoo = {e.name for e in entries if e.zoo}
+    assert {"tiny-qwen2-audio", "tiny-qwen2-5-vl"} <= sample and "tiny-voxtral" not in sample
+    assert full - sample == {e.name for e in entries if e.zoo == "full"} and len(zoo) >= 12
+    assert {"tiny-gemma4", "tiny-gemma3n"} <= sample  # outside the zoo: in every run
+    assert [e.name for e in _selected(entries, ["tiny-voxtral"], "cpu", "sample")] == ["tiny-voxtral"]
+    assert "tiny-gemma4-heads4" not in full  # optional: by name only

@@ -1,6 +1,6 @@
 """pytest plugin: the model matrix and the engine's interpreter.
 
-- Options: `--tier`, `--models-file`, `--model`, `--engine-python`,
+- Options: `--tier`, `--models-file`, `--model`, `--zoo`, `--engine-python`,
   `--engine-kernels`, `--engine-noise`, `--engine-batch-invariant`, checked
   at configure time, before any engine starts.
 - `model_entry`: parametrized over the tier's selected entries (filter with
@@ -19,7 +19,7 @@ import pytest
 
 from harness.engines.interpreter import EngineInterpreter, EngineInterpreterError
 from harness.engines.venvs import venv_metadata
-from harness.models import FAMILY_FLAGS, ModelEntry, ModelMatrixError, models_for
+from harness.models import FAMILY_FLAGS, ZOO_REACH, ModelEntry, ModelMatrixError, models_for
 from harness.setup.cpu_features import LEVEL_NAMES, NATIVE
 
 
@@ -43,6 +43,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run only this matrix entry, by its exact name (repeatable; the way to run "
                      "an `optional` entry); -k matches substrings, so -k tiny-gemma4 also selects "
                      "tiny-gemma4-awq")
+    g.addoption("--zoo", choices=ZOO_REACH, default="full",
+                help="the model zoo's entries to run: full (every one; the nightly) or sample (those marked "
+                     "zoo = \"sample\", as `make run` does); entries outside the zoo always run, "
+                     "and --model runs what it names")
     g.addoption("--engine-python", default=None,
                 help="interpreter (or venv) that runs the engine; default: the harness's own")
     g.addoption("--engine-kernels", choices=LEVEL_NAMES, default=NATIVE,
@@ -70,7 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
             EngineInterpreter(config.getoption("engine_python"), tier, kernels=config.getoption("engine_kernels"),
                               noise=config.getoption("engine_noise"),
                               batch_invariant=config.getoption("engine_batch_invariant")),
-            _selected(models_for(tier, config.getoption("models_file")), config.getoption("model"), tier))
+            _selected(models_for(tier, config.getoption("models_file")), config.getoption("model"), tier,
+                      config.getoption("zoo")))
     except (EngineInterpreterError, ModelMatrixError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
 
@@ -83,11 +88,13 @@ def pytest_mmharness_models(config: pytest.Config) -> list[ModelEntry]:
     return config.stash[MATRIX].models
 
 
-def _selected(entries: list[ModelEntry], names: list[str], tier: str) -> list[ModelEntry]:
+def _selected(entries: list[ModelEntry], names: list[str], tier: str, zoo: str = "full") -> list[ModelEntry]:
     unknown = sorted(set(names) - {e.name for e in entries})
     if unknown:
         raise ValueError(f"--model: no {tier}-tier entry named {unknown}; known: {[e.name for e in entries]}")
-    return [e for e in entries if e.name in names] if names else [e for e in entries if not e.optional]
+    if names:
+        return [e for e in entries if e.name in names]
+    return [e for e in entries if not e.optional and (zoo == "full" or e.zoo != "full")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
