@@ -28,7 +28,8 @@ BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1}} for name in ZOO
 BEFORE["tiny-voxtral"] = {**COMMON, "limit_mm_per_prompt": {"audio": 1}, "tokenizer_mode": "mistral",
                           "config_format": "mistral", "load_format": "mistral"}
 # The vision zoo's entries: two images per prompt (the ragged family's request of several).
-BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"image": 2}} for name in ("tiny-qwen2-5-vl", "tiny-qwen3-vl")}
+BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"image": 2}} for name in ("tiny-qwen2-5-vl", "tiny-qwen3-vl",
+                                                                                      "tiny-qwen3-vl-moe")}
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.

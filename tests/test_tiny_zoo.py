@@ -42,6 +42,7 @@ PUBLISHED_PREFIXES = {"qwen2-audio": {"language_model", "audio_tower", "multi_mo
                       "granite-speech-plus": {"language_model", "encoder", "projector"},
                       "qwen2-5-vl": {"model", "visual"},
                       "qwen3-vl": {"model"},
+                      "qwen3-vl-moe": {"model"},
                       # Mistral's format: its own names, the language model's at the top.
                       "voxtral": {"layers", "tok_embeddings", "norm", "output", "mm_whisper_embeddings"}}
 # How HF transformers loads each for a reference: the model class, or its
