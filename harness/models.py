@@ -22,7 +22,8 @@ MODALITIES = frozenset({"text", "image", "audio", "video"})
 REQUIRED = ("name", "model", "modalities", "engine_args")
 # The families that run only for the entries that say so (`fuzz = true`, ...).
 FAMILY_FLAGS = ("fuzz", "soak", "cache", "aborts")
-OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", *FAMILY_FLAGS, "optional", "zoo", "per_family")
+OPTIONAL = ("env", "gated", "notes", "card", "build", "lora", *FAMILY_FLAGS, "optional", "zoo", "tp_sizes",
+            "per_family")
 # A zoo member's reach: "sample" runs in every run, "full" only in a run of the whole zoo (--zoo full).
 ZOO_REACH = ("sample", "full")
 LORA_KEYS = ("published", "tp_sizes", "supported")
@@ -100,6 +101,9 @@ class ModelEntry:
     # A member of the model zoo: "sample" (every run) or "full" (--zoo full,
     # the nightly); None: not of the zoo, in every run.
     zoo: str | None = None
+    # The TP sizes above 1 its TP-invariance checks run at (outside the LoRA
+    # family, whose `lora.tp_sizes` it reads): where its heads split. None: none.
+    tp_sizes: tuple[int, ...] = ()
     # Engine arguments per scenario family: the matrix's [per_family.<family>]
     # with this entry's own [<tier>.per_family.<family>] over them.
     per_family: dict[str, dict] = field(default_factory=dict, hash=False)
@@ -210,6 +214,10 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
     for flag in FAMILY_FLAGS:
         if not isinstance(raw.get(flag, False), bool):
             raise ModelMatrixError(f"{label}: {flag} must be true or false, got {raw[flag]!r}")
+    tp_sizes = raw.get("tp_sizes", [])
+    if not (isinstance(tp_sizes, list) and all(isinstance(n, int) and not isinstance(n, bool) and n > 1
+                                               for n in tp_sizes)):
+        raise ModelMatrixError(f"{label}: tp_sizes must be a list of TP sizes above 1, got {tp_sizes!r}")
     if raw.get("zoo", ZOO_REACH[0]) not in ZOO_REACH:
         raise ModelMatrixError(f"{label}: zoo must be one of {list(ZOO_REACH)}, got {raw['zoo']!r}")
     own = _family_args(label, raw.get("per_family", {}), known)
@@ -222,6 +230,7 @@ def _entry(tier: str, i: int, raw: dict, where: Path, defaults: dict[str, dict],
                       lora=None if lora is None else dict(lora),
                       **{flag: raw.get(flag, False) for flag in FAMILY_FLAGS},
                       optional=bool(raw.get("optional", False)), zoo=raw.get("zoo"),
+                      tp_sizes=tuple(tp_sizes),
                       per_family=per_family)
 
 

@@ -7,6 +7,9 @@ first request of a batch right), and models of dynamic resolution
 (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) whose encoder meets patch grids of
 different shapes in one call. Run for every image model of the tier.
 
+The same batches at TP 2 (and 4), where an entry's heads split
+(`tp_sizes` in models.toml): vLLM #36117, Qwen3-VL's accuracy gone at TP 4.
+
 Workload → run → checks. Each check is its own test and its own record.
 """
 from __future__ import annotations
@@ -23,10 +26,14 @@ pytestmark = [pytest.mark.modality("image"), pytest.mark.engine]
 # Fixed length with EOS ignored, so outputs are comparable position by position.
 SAMPLING = Sampling(max_tokens=16, ignore_eos=True, logprobs=5)
 
-# The batch engine, and the references' (started beside it).
+# The TP sizes of the TP-invariance check; an entry runs those its `tp_sizes` name.
+TP_SIZES = (2, 4)
+
+# The batch engine, and the references' (started beside it); one engine per TP size.
 ENGINES = (
-    Engine("offline", used_by=("batch",)),
+    Engine("offline", used_by=("batch", "test_tp_invariance")),
     Engine("reference", used_by=("batch",)),
+    Engine("offline", used_by=("test_tp_invariance",), args=lambda runner, params: {"tensor_parallel_size": params["tp"]}),
 )
 
 
@@ -93,3 +100,23 @@ def test_alive_after_batch(batch, check):
     """The engine still answers after the batch; a crash is named by its
     exception."""
     check.alive(batch.run, after=f"{batch.run.workload.name} batch {batch.run.labels}")
+
+
+# --- checks: tensor parallel (last: engines of their own) ---------------------
+
+@pytest.mark.numeric_paths("tp")
+@pytest.mark.parametrize("tp", TP_SIZES, ids=lambda n: f"tp{n}")
+def test_tp_invariance(tp, runner, limits, check):
+    """The ragged batch at TP `tp` answers as at TP 1, request by request,
+    within the TP noise profile, a tolerated split followed on the TP 1
+    stack; the comparator rejects the other requests' TP 1 answers. Every
+    rank is seen stepping, in one step, as at TP 1 (observed)."""
+    sizes = images.ragged_sizes(limits)
+    if len(set(images.grids(images.processor(runner.model), sizes))) == 1:
+        pytest.skip("the model's processor makes one patch grid of every size: no batch of it is ragged")
+    work = images.image_workload("ragged", sizes, several=min(2, runner.mm_limit("image")))
+    reference = runner.batch(work, SAMPLING)
+    run = runner.batch(work, SAMPLING, engine_args={"tensor_parallel_size": tp})
+    check.every_rank_stepped(run, tp)
+    check.one_pass(run, modality="image", ragged=True)
+    check.across_tp(run, reference, tp)

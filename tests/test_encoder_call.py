@@ -96,3 +96,27 @@ def test_images_padded_to_one_patch_count_are_read_by_their_patch_positions(Enco
     call = EncoderCall({"pixel_values": torch.zeros(2, 30, 768),
                         "pixel_position_ids": torch.stack([positions(4, 6, 30), positions(6, 4, 30)])})
     assert (call.modality, call.shapes) == ("image", [[24, 4, 6], [24, 6, 4]])
+
+
+def test_images_stacked_as_tiles_are_read_by_their_tile_counts(EncoderCall):
+    """Idefics3's kwargs: every image's tiles (each of one fixed size, the
+    global tile among them) stacked in one (tiles, 3, side, side) tensor,
+    each image's tile count in `num_patches`: a square's 10 tiles and a
+    wide image's 4 are two items of their own lengths."""
+    call = EncoderCall({"pixel_values": torch.zeros(14, 3, 32, 32), "pixel_attention_mask": torch.ones(14, 32, 32),
+                        "num_patches": torch.tensor([10, 4])})
+    assert (call.modality, call.shapes, call.ragged) == ("image", [[10, 3, 32, 32], [4, 3, 32, 32]], True)
+    equal = EncoderCall({"pixel_values": torch.zeros(14, 3, 32, 32), "num_patches": torch.tensor([7, 7])})
+    assert (equal.lengths, equal.ragged) == ([7, 7], False)
+
+
+def test_images_as_their_own_stacks_of_tiles_are_read_by_shape(EncoderCall):
+    """LLaVA-OneVision's kwargs: each image its own (tiles, 3, side, side)
+    stack (its base tile plus its pinpoint's), a list where the counts
+    differ, one (images, tiles, 3, side, side) tensor where they do not;
+    `image_sizes` (each image's own height and width) changes nothing."""
+    call = EncoderCall({"pixel_values": [torch.zeros(2, 3, 28, 28), torch.zeros(37, 3, 28, 28)],
+                        "image_sizes": torch.tensor([[28, 28], [168, 168]])})
+    assert (call.modality, call.container, call.lengths, call.ragged) == ("image", "list", [2, 37], True)
+    equal = EncoderCall({"pixel_values": torch.zeros(2, 13, 3, 28, 28), "image_sizes": torch.tensor([[84, 112]] * 2)})
+    assert (equal.container, equal.shapes, equal.ragged) == ("tensor", [[13, 3, 28, 28]] * 2, False)

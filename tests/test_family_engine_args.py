@@ -24,12 +24,19 @@ BEFORE = {
 ZOO = ("tiny-qwen2-audio", "tiny-qwen2-5-omni", "tiny-audioflamingo3", "tiny-granite-speech", "tiny-qwen3-asr",
        "tiny-qwen3-omni", "tiny-glmasr", "tiny-gemma4-unified", "tiny-granite-speech-plus")
 BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1}} for name in ZOO}
+# The Omni thinkers, audio and images (two per prompt, for the ragged-images family).
+BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"audio": 1, "image": 2}}
+           for name in ("tiny-qwen2-5-omni", "tiny-qwen3-omni")}
 # Voxtral, in Mistral's format: vLLM reads it only when told.
 BEFORE["tiny-voxtral"] = {**COMMON, "limit_mm_per_prompt": {"audio": 1}, "tokenizer_mode": "mistral",
                           "config_format": "mistral", "load_format": "mistral"}
 # The vision zoo's entries: two images per prompt (the ragged family's request of several).
 BEFORE |= {name: {**COMMON, "limit_mm_per_prompt": {"image": 2}} for name in ("tiny-qwen2-5-vl", "tiny-qwen3-vl",
-                                                                                      "tiny-qwen3-vl-moe")}
+                                                                                      "tiny-qwen3-vl-moe",
+                                                                                      "tiny-llava-onevision",
+                                                                                      "tiny-idefics3",
+                                                                                      "tiny-smolvlm",
+                                                                                      "tiny-gemma3")}
 LORA_BEFORE = {"enable_lora": True, "max_lora_rank": 8, "max_loras": 4, "enable_tower_connector_lora": True}
 ADDED_BEFORE = {"test_vision_lora": LORA_BEFORE}
 # Added since: the fuzzer's engines on tiny-gemma4 serve the crafted lm adapter.

@@ -41,6 +41,8 @@ def test_modality_filter(tmp_path):
     (GOOD.replace('name = "a"', 'name = "a"\ncard = 22'), "card: "),
     (GOOD.replace('name = "a"', 'name = "a"\nbuild = 1'), "build must be a table"),
     (GOOD.replace('name = "a"', 'name = "a"\nzoo = true'), "zoo must be one of ['sample', 'full'], got True"),
+    (GOOD.replace('name = "a"', 'name = "a"\ntp_sizes = [1, 2]'), "tp_sizes must be a list of TP sizes above 1"),
+    (GOOD.replace('name = "a"', 'name = "a"\ntp_sizes = 2'), "tp_sizes must be a list of TP sizes above 1"),
     (GOOD.replace('name = "a"', 'name = "a"\nlora = { adapters = ["x"] }'), "lora must be a table with only"),
     (GOOD.replace('name = "a"', 'name = "a"\nlora = { published = "org/x" }'), "lora must be a table with only"),
     (GOOD.replace('name = "a"', 'name = "a"\nbuild = { audio_config = {} }').replace("tiny:gemma4", "org/m"),
@@ -95,3 +97,9 @@ def test_make_run_samples_the_zoo_and_full_or_a_name_runs_the_rest():
     assert {"tiny-gemma4", "tiny-gemma3n"} <= sample  # outside the zoo: in every run
     assert [e.name for e in _selected(entries, ["tiny-voxtral"], "cpu", "sample")] == ["tiny-voxtral"]
     assert "tiny-gemma4-heads4" not in full  # optional: by name only
+
+
+def test_the_vision_zoo_runs_tp_invariance_where_its_heads_split():
+    tp = {e.name: e.tp_sizes for e in models_for("cpu") if e.tp_sizes}
+    assert len(tp) >= 5 and all(sizes == (2,) for sizes in tp.values())
+    assert {"tiny-qwen2-5-vl", "tiny-qwen3-vl"} <= set(tp) and "tiny-gemma4" not in tp  # its TP checks: LoRA's

@@ -43,6 +43,11 @@ PUBLISHED_PREFIXES = {"qwen2-audio": {"language_model", "audio_tower", "multi_mo
                       "qwen2-5-vl": {"model", "visual"},
                       "qwen3-vl": {"model"},
                       "qwen3-vl-moe": {"model"},
+                      "idefics3": {"model", "lm_head"},
+                      "smolvlm": {"model", "lm_head"},
+                      "gemma3": {"language_model", "vision_tower", "multi_modal_projector"},
+                      "llava-onevision": {"language_model", "vision_tower", "multi_modal_projector",
+                                          "image_newline"},
                       # Mistral's format: its own names, the language model's at the top.
                       "voxtral": {"layers", "tok_embeddings", "norm", "output", "mm_whisper_embeddings"}}
 # How HF transformers loads each for a reference: the model class, or its

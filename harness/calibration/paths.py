@@ -157,7 +157,8 @@ def chunked(bench: Bench) -> list[Pair]:
 
 
 def tensor_parallel(bench: Bench) -> list[Pair]:
-    sizes = [t for t in (bench.entry.lora or {}).get("tp_sizes", [2]) if t > 1] or [2]
+    named = (*bench.entry.tp_sizes, *(bench.entry.lora or {}).get("tp_sizes", ()))
+    sizes = list(dict.fromkeys(t for t in named if t > 1)) or [2]
     runner, work, ref_args = bench.stack(texts=workloads.MORE_TEXTS)
     args = {**ref_args, **REFERENCE_ARGS}
     tp1 = runner.batch(work, LONG_SAMPLING, engine_args=args)

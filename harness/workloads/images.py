@@ -36,8 +36,42 @@ def image_limits(proc) -> ImageLimits:
     """The limits of the model's image processor: Qwen-VL's `size`
     (shortest_edge and longest_edge in pixels), min_pixels/max_pixels,
     Gemma4's soft-token budget (max_soft_tokens tokens of pooled patches),
-    or one size for every image (`size` height and width)."""
+    a tiling processor's sides (Idefics3's: `size.longest_edge` the side
+    every image's longest is resized to, `max_image_size.longest_edge` a
+    square tile's), anyres grid pinpoints (LLaVA-NeXT's, LLaVA-OneVision's
+    `image_grid_pinpoints`: a tile's side from `crop_size` or `size`),
+    pan-and-scan's crops (Gemma3's `pan_and_scan_*`: one square, plus up to
+    max_num_crops more), or one size for every image (`size` height and
+    width)."""
     ip = getattr(proc, "image_processor", proc)
+    tile = _size_field(getattr(ip, "max_image_size", None), "longest_edge")
+    if tile:
+        # Sides, not pixel counts. Splitting, an image's tiles follow its
+        # aspect ratio, from one tile's square to the longest side's square;
+        # not splitting, every image is resized to one tile.
+        tile = int(tile)
+        side = int(_size_field(getattr(ip, "size", None), "longest_edge") or tile) \
+            if getattr(ip, "do_image_splitting", False) else tile
+        return ImageLimits(tile, tile * tile, side * side)
+    pinpoints = getattr(ip, "image_grid_pinpoints", None)
+    if pinpoints:
+        # Anyres: an image is a base tile (the whole image resized to one)
+        # plus the tiles of the pinpoint (height, width) that fits it best,
+        # so its pixels range from one tile's to the largest pinpoint's; the
+        # sizes are whole tiles (each tile's tokens are one fixed grid).
+        crop, size = getattr(ip, "crop_size", None), getattr(ip, "size", None)
+        side = int(_size_field(crop, "height") or _size_field(size, "height") or _size_field(size, "shortest_edge"))
+        return ImageLimits(side, side * side, max(int(h) * int(w) for h, w in pinpoints))
+    crop, crops = getattr(ip, "pan_and_scan_min_crop_size", None), getattr(ip, "pan_and_scan_max_num_crops", None)
+    if getattr(ip, "do_pan_and_scan", False) and crop and crops:
+        # Pan-and-scan (Gemma3's): every image resized to one square (`size`
+        # height), and one whose long side is pan_and_scan_min_ratio_to_activate
+        # times its short one or more also cut along it into 2 to
+        # pan_and_scan_max_num_crops crops of pan_and_scan_min_crop_size or
+        # more a side, each resized to the square too: from one square's
+        # pixels to max_num_crops squares'; the sizes are whole crops' sides.
+        side = int(_size_field(getattr(ip, "size", None), "height"))
+        return ImageLimits(int(crop), side * side, side * side * int(crops))
     patch = int(getattr(ip, "patch_size", None) or 14)
     joined = int(getattr(ip, "merge_size", None) or getattr(ip, "pooling_kernel_size", None) or 1)
     unit = patch * joined
@@ -80,8 +114,9 @@ def ragged_sizes(limits: ImageLimits) -> list[tuple[int, int]]:
 def grids(proc, sizes: list[tuple[int, int]]) -> list[tuple]:
     """The patch grid the processor makes of each size: Qwen-VL's
     (t, h, w), Gemma4's (patches, columns, rows) of its patch positions,
-    else the pixel tensor's shape (one size for every image where the
-    processor resizes them all)."""
+    else the pixel tensor's shape (a tiling processor's (tiles, channels,
+    side, side); pan-and-scan's (the image and its crops, channels, side,
+    side); one size for every image where the processor resizes them all)."""
     import numpy as np
 
     ip = getattr(proc, "image_processor", proc)
@@ -93,6 +128,9 @@ def grids(proc, sizes: list[tuple[int, int]]) -> list[tuple]:
         elif "image_position_ids" in got:
             valid = got["image_position_ids"][0][got["image_position_ids"][0][:, 0] >= 0]
             out.append((len(valid), int(valid[:, 0].max()) + 1, int(valid[:, 1].max()) + 1))
+        elif "num_crops" in got:
+            # Pan-and-scan: the whole image and its crops, stacked along the first axis.
+            out.append((int(got["num_crops"][0]) + 1, *np.asarray(got["pixel_values"]).shape[1:]))
         else:
             out.append(tuple(np.asarray(got["pixel_values"]).shape[1:]))
     return out
@@ -121,7 +159,13 @@ def image_workload(name: str, sizes: list[tuple[int, int]], *, several: int = 0)
 
 
 def image_token_id(proc) -> int:
-    """The placeholder token the processor repeats once per image token."""
+    """The placeholder token the processor repeats once per image token: the
+    tokenizer's `image_token` where it names another than the processor's
+    (whose own is then the prompt's marker that it expands: Gemma3's
+    <start_of_image>, expanded to <image_soft_token>s)."""
+    named = getattr(getattr(proc, "tokenizer", None), "image_token", None)
+    if named is not None and named != getattr(proc, "image_token", None):
+        return int(proc.tokenizer.convert_tokens_to_ids(named))
     token = getattr(proc, "image_token", None)
     ids = getattr(proc, "image_token_id", None)
     if ids is None and token is not None:

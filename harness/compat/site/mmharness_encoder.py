@@ -42,6 +42,10 @@ GRID_KEYS = {"image": "image_grid_thw", "video": "video_grid_thw"}
 # Each patch's (x, y), -1 for padding, where every image is padded to one
 # patch count (Gemma4): an item's shape is then [its patches, columns, rows].
 POSITION_KEYS = {"image": "pixel_position_ids"}
+# Each image's tile count, where every image is cut into tiles of one fixed
+# size stacked along the first axis (Idefics3: its tiles plus a global one):
+# an item's shape is then [its tiles, *one tile's shape].
+TILE_COUNT_KEYS = {"image": "num_patches"}
 
 
 def _patch_grid(positions) -> list[int]:
@@ -96,6 +100,11 @@ class EncoderCall:
             # Frames of all videos are stacked: regroup them per video.
             per_frame = self.shapes[0][1:] if self.shapes else []
             self.shapes = [[int(c)] + per_frame for c in counts]
+        tiles = kwargs.get(TILE_COUNT_KEYS.get(self.modality, ""))
+        if tiles is not None and sum(int(c) for c in tiles) == len(self.shapes):
+            # Tiles of all images are stacked: regroup them per image.
+            per_tile = self.shapes[0] if self.shapes else []
+            self.shapes = [[int(c)] + per_tile for c in tiles]
 
     @property
     def lengths(self) -> list[int]:
