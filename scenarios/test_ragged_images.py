@@ -52,15 +52,21 @@ def batch(request, runner, limits):
     limits (the smallest it keeps, a square at its largest, wide, tall),
     and one request of two images of different sizes where the model takes
     several; equal: every image at one size."""
-    if request.param == "ragged" and len(set(images.grids(images.processor(runner.model),
-                                                            images.ragged_sizes(limits)))) == 1:
-        pytest.skip("the model's processor makes one patch grid of every size: no batch of it is ragged")
-    several = min(2, int(runner.args_for(None).get("limit_mm_per_prompt", {}).get("image", 1)))
-    sizes = images.ragged_sizes(limits)
-    if request.param == "equal":
-        sizes = [images.equal_size(limits)] * len(sizes)
-    work = images.image_workload(request.param, sizes, several=several if request.param == "ragged" else 0)
+    if request.param == "ragged":
+        work = ragged_workload(runner, limits)
+    else:
+        work = images.image_workload("equal", [images.equal_size(limits)] * len(images.ragged_sizes(limits)))
     return Paired(runner.batch(work, SAMPLING), runner.each_alone(work, SAMPLING))
+
+
+def ragged_workload(runner, limits):
+    """One image per request at the model's ragged sizes, and one request
+    of two where it takes several; skipped where its processor makes one
+    patch grid of every size (no batch of it is ragged)."""
+    sizes = images.ragged_sizes(limits)
+    if len(set(images.grids(images.processor(runner.model), sizes))) == 1:
+        pytest.skip("the model's processor makes one patch grid of every size: no batch of it is ragged")
+    return images.image_workload("ragged", sizes, several=min(2, runner.mm_limit("image")))
 
 
 # --- checks: one pass, offline ----------------------------------------------
@@ -111,10 +117,7 @@ def test_tp_invariance(tp, runner, limits, check):
     within the TP noise profile, a tolerated split followed on the TP 1
     stack; the comparator rejects the other requests' TP 1 answers. Every
     rank is seen stepping, in one step, as at TP 1 (observed)."""
-    sizes = images.ragged_sizes(limits)
-    if len(set(images.grids(images.processor(runner.model), sizes))) == 1:
-        pytest.skip("the model's processor makes one patch grid of every size: no batch of it is ragged")
-    work = images.image_workload("ragged", sizes, several=min(2, runner.mm_limit("image")))
+    work = ragged_workload(runner, limits)
     reference = runner.batch(work, SAMPLING)
     run = runner.batch(work, SAMPLING, engine_args={"tensor_parallel_size": tp})
     check.every_rank_stepped(run, tp)
